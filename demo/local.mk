@@ -1,0 +1,1 @@
+# demo/: see the header of each file for its contract.

@@ -1,0 +1,1 @@
+# inject/: see the header of each file for its contract.

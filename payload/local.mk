@@ -1,0 +1,1 @@
+# payload/: see the header of each file for its contract.

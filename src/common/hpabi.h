@@ -1,0 +1,38 @@
+/* hpabi.h - the calls the injector makes into a loaded payload.
+ *
+ * Contract: the injector dlopens the payload (soname HP_PAYLOAD_SONAME) in the target,
+ * writes a struct hp_start_args into the target's memory and calls heapprof_start(args)
+ * in a borrowed thread whose signals are all blocked. heapprof_start creates the pipe,
+ * patches the GOT slots and starts the collector thread; it returns the pipe's *read*
+ * fd (>= 0), which the injector opens through /proc/PID/fd and then closes in the target,
+ * or -errno. heapprof_stop restores every slot, writes a last round and END, closes the
+ * pipe and joins the collector; after it returns 0 no thread enters payload code again
+ * except those already inside a hook, and the payload may be dlclosed once no thread is
+ * inside it. Both are safe to call when the payload is already started / stopped
+ * (-EBUSY / 0). A detach that finds no session uses dlopen(HP_PAYLOAD_SONAME,
+ * RTLD_NOLOAD) to get the handle of the loaded payload.
+ */
+#ifndef HEAPPROF_HPABI_H
+#define HEAPPROF_HPABI_H
+
+#include <stdint.h>
+
+#define HP_PAYLOAD_SONAME "libheapprof-payload.so.1"
+#define HP_PAYLOAD_FILE "heapprof-payload.so"
+#define HP_ABI_VERSION 1
+#define HP_START_SYMBOL "heapprof_start"
+#define HP_STOP_SYMBOL "heapprof_stop"
+
+struct hp_start_args {
+	uint32_t abi_version;  /* HP_ABI_VERSION */
+	uint32_t mode;         /* enum hp_mode */
+	uint32_t interval_ms;  /* round length, >= 10 */
+	uint32_t max_depth;    /* frames per stack, 1..HP_MAX_DEPTH */
+	uint64_t sample_rate;  /* bytes; 0 = record every allocation */
+	uint64_t max_memory;   /* bytes the payload may hold; 0 = its default */
+};
+
+typedef int (*hp_start_fn)(const struct hp_start_args *args);
+typedef int (*hp_stop_fn)(void);
+
+#endif

@@ -1,0 +1,59 @@
+/* hpstream.h - reading and writing hpformat.h records.
+ *
+ * Contract: the reader pulls whole records from an fd (pipe or file) with every length
+ * checked against HP_REC_MAX and the bytes actually there; it never trusts the input and
+ * allocates at most one record buffer of the largest record seen. The writer appends
+ * records to an fd, retrying short writes. Neither allocates in any way the payload
+ * could not: the payload encodes with hp_rec_put only, into memory it owns.
+ */
+#ifndef HEAPPROF_HPSTREAM_H
+#define HEAPPROF_HPSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hpformat.h"
+
+struct hp_reader {
+	int fd;
+	uint8_t *buf; /* holds the current record's body */
+	size_t cap;
+	uint64_t offset; /* bytes consumed so far, for error messages */
+	char err[160];   /* why hp_read_record returned -1 */
+};
+
+/* Checks the file header. 0 on success; -1 with r->err set. */
+int hp_reader_open(struct hp_reader *r, int fd);
+/* 1 = a record (*type, *body, *len valid until the next call), 0 = clean end of input
+ * (at a record boundary), -1 = error or truncated input (r->err says which). */
+int hp_read_record(struct hp_reader *r, uint32_t *type, const uint8_t **body, uint32_t *len);
+void hp_reader_close(struct hp_reader *r);
+
+/* Writes header or record; 0 or -errno. */
+int hp_write_header(int fd);
+int hp_write_record(int fd, uint32_t type, const void *body, uint32_t len);
+/* Writes a record whose body is given in two parts (fixed struct + trailing bytes). */
+int hp_write_record2(int fd, uint32_t type, const void *a, uint32_t alen, const void *b,
+		     uint32_t blen);
+int hp_write_all(int fd, const void *buf, size_t len);
+
+/* Encodes a record header at dst; returns the bytes written (sizeof(struct hp_rec_hdr)). */
+static inline size_t hp_rec_put_hdr(uint8_t *dst, uint32_t type, uint32_t len)
+{
+	struct hp_rec_hdr h = {.type = type, .len = len};
+	memcpy(dst, &h, sizeof h);
+	return sizeof h;
+}
+
+/* Takes len bytes from a record body with bounds checking: 0 if they are not there. */
+static inline int hp_take(const uint8_t **p, const uint8_t *end, void *dst, size_t len)
+{
+	if ((size_t)(end - *p) < len)
+		return 0;
+	memcpy(dst, *p, len);
+	*p += len;
+	return 1;
+}
+
+#endif

@@ -1,0 +1,1 @@
+# tests/: see the header of each file for its contract.

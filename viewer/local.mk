@@ -1,0 +1,1 @@
+# viewer/: see the header of each file for its contract.
