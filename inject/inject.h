@@ -1,0 +1,31 @@
+/* inject.h - borrow a thread of a running process to load or unload the payload.
+ *
+ * Contract: only one thread of the target is ever stopped at a time, for as short as
+ * possible; every other thread keeps running. A borrowed thread is returned with its
+ * general registers, extended FP state, signal mask and interrupted syscall exactly as
+ * found, and any signal that arrived for it meanwhile is handed back. On any failure the
+ * target is left as found and err says what failed and what to do.
+ * The caller has already checked that the target can be profiled (target.h).
+ */
+#ifndef HEAPPROF_INJECT_H
+#define HEAPPROF_INJECT_H
+
+#include <sys/types.h>
+
+#include "hpabi.h"
+#include "hperror.h"
+
+/* Loads the payload file into pid and starts it with args. On success returns 0 and
+ * *pipe_fd is our own fd for the read end of the payload's pipe (O_CLOEXEC). */
+int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_args *args,
+		   int *pipe_fd, struct hp_error *err);
+
+/* Stops the payload (it writes its last round to the pipe if a reader still holds it),
+ * waits until no thread executes payload code, unloads it and verifies that
+ * /proc/PID/maps shows no heapprof mapping. 0 only when verified. */
+int hp_inject_unload(pid_t pid, struct hp_error *err);
+
+/* 1 if /proc/PID/maps shows a heapprof mapping, 0 if not, -1 if maps can't be read. */
+int hp_payload_mapped(pid_t pid);
+
+#endif

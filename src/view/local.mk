@@ -1,0 +1,1 @@
+# src/view/: heapprof-view.
