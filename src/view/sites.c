@@ -1,0 +1,89 @@
+#include "profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int pf_is_allocator(const char *function)
+{
+	static const char *const names[] = {
+	    "malloc",	      "calloc",	       "realloc",  "reallocarray", "free",
+	    "posix_memalign", "aligned_alloc", "memalign", "valloc",	   "pvalloc",
+	};
+	if (!function)
+		return 0;
+	/* glibc's internal aliases of the public names (__GI___libc_malloc). */
+	if (starts_with(function, "__GI_"))
+		function += strlen("__GI_");
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(function, names[i]) == 0)
+			return 1;
+	/* Every operator new/delete variant: sized, aligned, nothrow, array. */
+	if (starts_with(function, "operator new") || starts_with(function, "operator delete"))
+		return 1;
+	/* The same operators when a name reached the file undemangled. */
+	if (starts_with(function, "_Znw") || starts_with(function, "_Zna") ||
+	    starts_with(function, "_Zdl") || starts_with(function, "_Zda"))
+		return 1;
+	return starts_with(function, "__libc_") || starts_with(function, "_int_");
+}
+
+/* A frame is allocator code when the real function it lies in (the last symbol frame, not an
+ * inlined one) is. An unresolved frame cannot be told apart, so it counts as a site. */
+static int frame_is_allocator(const struct profile *p, uint64_t addr)
+{
+	const struct pf_symbol *s = pf_symbol_at(p, addr);
+	return s && s->nframes && pf_is_allocator(s->frames[s->nframes - 1].function);
+}
+
+static int stack_has_numbers(const struct pf_stack *s)
+{
+	return s->tot.allocs || s->tot.alloc_bytes || s->tot.frees || s->tot.freed_bytes;
+}
+
+int pf_build_sites(struct profile *p)
+{
+	free(p->sites);
+	u64map_free(&p->site_by_addr);
+	p->sites = NULL;
+	p->nsites = 0;
+	if (!p->nstacks)
+		return 0;
+	/* At most one site per stack, so one allocation up front suffices. */
+	p->sites = calloc(p->nstacks, sizeof *p->sites);
+	if (!p->sites)
+		return -1;
+	for (size_t i = 0; i < p->nstacks; i++) {
+		struct pf_stack *st = &p->stacks[i];
+		if (!st->depth || !stack_has_numbers(st))
+			continue;
+		uint32_t f = 0;
+		while (f + 1 < st->depth && frame_is_allocator(p, st->frames[f]))
+			f++;
+		st->site_frame = f;
+		uint64_t addr = st->frames[f];
+		long si = u64map_get(&p->site_by_addr, addr);
+		struct pf_site *site;
+		if (si < 0) {
+			if (u64map_put(&p->site_by_addr, addr, p->nsites) < 0)
+				return -1;
+			site = &p->sites[p->nsites++];
+			site->addr = addr;
+			site->top_stack = i;
+		} else {
+			site = &p->sites[si];
+			if (st->tot.allocs > p->stacks[site->top_stack].tot.allocs)
+				site->top_stack = i;
+		}
+		site->nstacks++;
+		site->tot.allocs += st->tot.allocs;
+		site->tot.alloc_bytes += st->tot.alloc_bytes;
+		site->tot.frees += st->tot.frees;
+		site->tot.freed_bytes += st->tot.freed_bytes;
+	}
+	return 0;
+}

@@ -1,0 +1,61 @@
+/* view.h - what every heapprof-view command shares: the command table entry, option parsing,
+ * loading the profile and reporting errors.
+ *
+ * Contract: a command is one file defining a struct view_cmd and listed in main.c. Its run()
+ * gets argv with argv[0] = the command name and returns the exit status: 0, VIEW_EXIT_ERROR
+ * after a one-line "heapprof-view: ..." on stderr, or VIEW_EXIT_USAGE for bad arguments.
+ * view_parse handles --json, --help and the FILE operand for every command.
+ */
+#ifndef HEAPPROF_VIEW_VIEW_H
+#define HEAPPROF_VIEW_VIEW_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "profile.h"
+
+#define VIEW_EXIT_ERROR 1
+#define VIEW_EXIT_USAGE 2
+#define VIEW_PROG "heapprof-view"
+
+struct view_cmd {
+	const char *name;
+	const char *summary; /* one line for the command list */
+	const char *options; /* help lines of its own options, "" if none */
+	int (*run)(int argc, char **argv);
+};
+
+extern const struct view_cmd view_cmd_overview;
+extern const struct view_cmd view_cmd_hotspots;
+
+/* The commands, NULL-terminated (main.c). */
+extern const struct view_cmd *const view_cmds[];
+
+struct view_args {
+	int json;
+	const char *file;
+};
+
+/* Called for each of the command's own options (the val of its struct option); returns 0 or
+ * VIEW_EXIT_USAGE after printing why. */
+typedef int (*view_opt_fn)(int val, const char *arg, void *ctx);
+
+/* Parses argv: 0 to go on, -1 when --help was printed (exit 0), or VIEW_EXIT_USAGE. extra is
+ * terminated by an all-zero entry and may be NULL. */
+int view_parse(const struct view_cmd *c, int argc, char **argv, const struct option *extra,
+	       view_opt_fn on_opt, void *ctx, struct view_args *out);
+void view_cmd_help(const struct view_cmd *c, FILE *f);
+
+void view_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "heapprof-view: CMD: ...: see 'heapprof-view CMD --help'" and returns
+ * VIEW_EXIT_USAGE. */
+int view_usage_error(const struct view_cmd *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Loads args->file, printing the error or the warning; 0 or -1. */
+int view_load(const char *path, struct profile *p);
+
+const char *view_mode_name(const struct profile *p);
+const char *view_end_name(const struct profile *p);
+
+#endif

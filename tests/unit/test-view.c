@@ -1,0 +1,461 @@
+/* test-view: a synthetic profile file (every record kind, an allocator frame to skip, an
+ * inlined frame, an unresolved one, hostile strings, an unknown record type) loads into the
+ * model with the right sites, live numbers, peak and duration; the built heapprof-view
+ * prints JSON that python3 parses and that holds those numbers; a truncated copy loads with
+ * a warning; bad files and bad arguments give the documented errors and exit codes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hpstream.h"
+#include "config.h"
+#include "profile.h"
+
+#define MOD_EXE_BIAS 0x400000ull
+#define MOD_LIBC_BIAS 0x7f0000000000ull
+#define A_MALLOC (MOD_LIBC_BIAS + 0x1234)
+#define A_MYFUNC (MOD_EXE_BIAS + 0x1000)
+#define A_MAIN (MOD_EXE_BIAS + 0x2000)
+#define A_CALLER2 (MOD_EXE_BIAS + 0x2100) /* no SYMBOL record at all */
+#define A_OTHER (MOD_EXE_BIAS + 0x1500)	  /* "helper" inlined into a hostile name */
+#define A_UNRES (MOD_EXE_BIAS + 0x3000)	  /* SYMBOL with nframes 0 */
+
+/* The real function at A_OTHER: a quote, a backslash, a control byte, invalid UTF-8, é. */
+#define HOSTILE "other\"func\\\x01\xff\xc3\xa9"
+#define HOSTILE_PY "'other\"func\\\\\\x01\\ufffd\\u00e9'"
+
+static char dir[64], prof[96], cut[96], out[96], err[96];
+
+static void put_session(int fd)
+{
+	static const char comm[] = "myprog", exe[] = "/usr/bin/myprog", args[] = "myprog\0--flag",
+			  host[] = "box";
+	struct hp_session s = {.pid = 4242,
+			       .comm_len = sizeof comm - 1,
+			       .exe_len = sizeof exe - 1,
+			       .cmdline_len = sizeof args,
+			       .host_len = sizeof host - 1};
+	uint8_t buf[256];
+	size_t o = 0;
+	memcpy(buf + o, comm, s.comm_len), o += s.comm_len;
+	memcpy(buf + o, exe, s.exe_len), o += s.exe_len;
+	memcpy(buf + o, args, s.cmdline_len), o += s.cmdline_len;
+	memcpy(buf + o, host, s.host_len), o += s.host_len;
+	assert_int_equal(hp_write_record2(fd, HP_REC_SESSION, &s, sizeof s, buf, (uint32_t)o), 0);
+}
+
+static void put_module(int fd, uint32_t id, const char *path, uint64_t bias, uint64_t size)
+{
+	struct hp_module m = {.id = id,
+			      .bias = bias,
+			      .start = bias,
+			      .end = bias + size,
+			      .path_len = (uint16_t)strlen(path)};
+	assert_int_equal(hp_write_record2(fd, HP_REC_MODULE, &m, sizeof m, path, m.path_len), 0);
+}
+
+static void put_stack(int fd, uint32_t id, const uint64_t *frames, uint32_t depth)
+{
+	struct hp_stack s = {.id = id, .depth = depth};
+	assert_int_equal(
+	    hp_write_record2(fd, HP_REC_STACK, &s, sizeof s, frames, depth * sizeof *frames), 0);
+}
+
+/* funcs/files/lines: nframes entries, innermost first. */
+static void put_symbol(int fd, uint64_t addr, uint32_t module, uint32_t nframes,
+		       const char *const *funcs, const char *const *files, const uint32_t *lines)
+{
+	uint8_t buf[1024];
+	struct hp_symbol s = {.addr = addr, .module_id = module, .nframes = nframes};
+	size_t o = 0;
+	memcpy(buf, &s, sizeof s), o += sizeof s;
+	for (uint32_t i = 0; i < nframes; i++) {
+		struct hp_symbol_frame f = {.line = lines[i],
+					    .func_len = (uint16_t)strlen(funcs[i]),
+					    .file_len = (uint16_t)strlen(files[i])};
+		memcpy(buf + o, &f, sizeof f), o += sizeof f;
+		memcpy(buf + o, funcs[i], f.func_len), o += f.func_len;
+		memcpy(buf + o, files[i], f.file_len), o += f.file_len;
+	}
+	assert_int_equal(hp_write_record(fd, HP_REC_SYMBOL, buf, (uint32_t)o), 0);
+}
+
+static void put_sym1(int fd, uint64_t addr, uint32_t module, const char *func, const char *file,
+		     uint32_t line)
+{
+	put_symbol(fd, addr, module, 1, &func, &file, &line);
+}
+
+static void put_sites(int fd, const struct hp_site_delta *d, uint32_t n)
+{
+	struct hp_sites s = {.count = n};
+	assert_int_equal(hp_write_record2(fd, HP_REC_SITES, &s, sizeof s, d, n * sizeof *d), 0);
+}
+
+static void put_round(int fd, uint32_t seq, uint64_t time_ns, uint64_t allocs, uint64_t alloc_bytes,
+		      uint64_t frees, uint64_t freed_bytes)
+{
+	struct hp_round r = {.seq = seq,
+			     .time_ns = time_ns,
+			     .rss_bytes = seq * (10u << 20),
+			     .allocs = allocs,
+			     .alloc_bytes = alloc_bytes,
+			     .frees = frees,
+			     .freed_bytes = freed_bytes,
+			     .untracked_frees = 1,
+			     .live_blocks = allocs - frees,
+			     .live_bytes = alloc_bytes - freed_bytes};
+	assert_int_equal(hp_write_record(fd, HP_REC_ROUND, &r, sizeof r), 0);
+}
+
+/* Writes the profile; returns the offset of the last ROUND record. */
+static off_t write_profile(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(hp_write_header(fd), 0);
+	put_session(fd);
+	struct hp_hello h = {
+	    .pid = 4242, .mode = HP_MODE_FULL, .interval_ms = 1000, .max_depth = 64};
+	assert_int_equal(hp_write_record(fd, HP_REC_HELLO, &h, sizeof h), 0);
+	put_module(fd, 1, "/usr/bin/myprog", MOD_EXE_BIAS, 0x100000);
+	put_module(fd, 2, "/lib/x86_64-linux-gnu/libc.so.6", MOD_LIBC_BIAS, 0x200000);
+
+	const uint64_t s1[] = {A_MYFUNC, A_MAIN}, s2[] = {A_MYFUNC, A_CALLER2},
+		       s3[] = {A_MALLOC, A_MYFUNC, A_MAIN}, s4[] = {A_OTHER, A_MAIN},
+		       s5[] = {A_UNRES, A_MAIN};
+	put_stack(fd, 1, s1, 2);
+	put_stack(fd, 2, s2, 2);
+	put_stack(fd, 3, s3, 3);
+	put_stack(fd, 4, s4, 2);
+	put_stack(fd, 5, s5, 2);
+	put_sym1(fd, A_MALLOC, 2, "malloc", "malloc.c", 3287);
+	put_sym1(fd, A_MYFUNC, 1, "my_func", "src/my.c", 42);
+	put_sym1(fd, A_MAIN, 1, "main", "src/main.c", 10);
+	const char *funcs[] = {"helper", HOSTILE}, *files[] = {"src/helper.h", "src/other.c"};
+	const uint32_t lines[] = {5, 7};
+	put_symbol(fd, A_OTHER, 1, 2, funcs, files, lines);
+	put_symbol(fd, A_UNRES, 1, 0, NULL, NULL, NULL);
+	/* A record type from the future: skipped. */
+	assert_int_equal(hp_write_record(fd, 99, "xyz", 3), 0);
+
+	const struct hp_site_delta r1[] = {
+	    {.stack_id = 1, .allocs = 10, .alloc_bytes = 1000, .frees = 2, .freed_bytes = 200},
+	    {.stack_id = 2, .allocs = 5, .alloc_bytes = 500},
+	    {.stack_id = 3, .allocs = 25, .alloc_bytes = 2500, .frees = 5, .freed_bytes = 500},
+	    {.stack_id = 4, .allocs = 3, .alloc_bytes = 300},
+	};
+	put_sites(fd, r1, 4);
+	put_round(fd, 1, 1000000000, 43, 4300, 7, 700);
+
+	const struct hp_site_delta r2[] = {
+	    {.stack_id = 1, .allocs = 10, .alloc_bytes = 1000, .frees = 10, .freed_bytes = 1000},
+	    {.stack_id = 3, .frees = 15, .freed_bytes = 1500},
+	    {.stack_id = 5, .allocs = 1, .alloc_bytes = 4096},
+	};
+	put_sites(fd, r2, 3);
+	put_round(fd, 2, 2000000000, 54, 9396, 32, 3200);
+
+	const struct hp_site_delta r3[] = {{.stack_id = 5, .frees = 1, .freed_bytes = 4096}};
+	put_sites(fd, r3, 1);
+	off_t last_round = lseek(fd, 0, SEEK_CUR);
+	put_round(fd, 3, 3000000000, 54, 9396, 33, 7296);
+	struct hp_end e = {.reason = HP_END_DETACH};
+	assert_int_equal(hp_write_record(fd, HP_REC_END, &e, sizeof e), 0);
+	close(fd);
+	return last_round;
+}
+
+static void copy_prefix(const char *from, const char *to, off_t len)
+{
+	char *buf = malloc((size_t)len);
+	assert_non_null(buf);
+	int in = open(from, O_RDONLY), o = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(in >= 0 && o >= 0);
+	assert_int_equal(read(in, buf, (size_t)len), len);
+	assert_int_equal(hp_write_all(o, buf, (size_t)len), 0);
+	close(in);
+	close(o);
+	free(buf);
+}
+
+static off_t last_round_off;
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof dir, "/tmp/test-view.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(prof, sizeof prof, "%s/a.hpf", dir);
+	snprintf(cut, sizeof cut, "%s/cut.hpf", dir);
+	snprintf(out, sizeof out, "%s/out", dir);
+	snprintf(err, sizeof err, "%s/err", dir);
+	last_round_off = write_profile(prof);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char path[128];
+	static const char *const names[] = {"a.hpf", "cut.hpf", "out", "err", "text", "v9"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	return rmdir(dir);
+}
+
+static const struct pf_site *site_at(const struct profile *p, uint64_t addr)
+{
+	long i = u64map_get(&p->site_by_addr, addr);
+	return i >= 0 ? &p->sites[i] : NULL;
+}
+
+static void test_model(void **state)
+{
+	(void)state;
+	struct profile p;
+	struct hp_error e = {0};
+	assert_int_equal(pf_load(&p, prof, &e), 0);
+	assert_string_equal(p.warning, "");
+	assert_int_equal(p.skipped_records, 1);
+	assert_int_equal(p.malformed_records, 0);
+	assert_int_equal(p.session.pid, 4242);
+	assert_string_equal(p.session.comm, "myprog");
+	assert_int_equal(p.nmodules, 2);
+	assert_int_equal(p.nstacks, 5);
+	assert_int_equal(p.nrounds, 3);
+	assert_int_equal(pf_last_round(&p)->time_ns, 3000000000ull);
+	assert_int_equal(p.peak_live_bytes, 6196);
+	assert_true(p.has_end);
+	assert_int_equal(p.end_reason, HP_END_DETACH);
+
+	/* Stacks 1, 2 and 3 (malloc skipped) meet at my_func. */
+	assert_int_equal(p.nsites, 3);
+	const struct pf_site *s = site_at(&p, A_MYFUNC);
+	assert_non_null(s);
+	assert_int_equal(s->nstacks, 3);
+	assert_int_equal(s->tot.allocs, 50);
+	assert_int_equal(s->tot.alloc_bytes, 5000);
+	assert_int_equal(s->tot.frees, 32);
+	assert_int_equal(pf_live_blocks(&s->tot), 18);
+	assert_int_equal(pf_live_bytes(&s->tot), 1800);
+	assert_int_equal(p.stacks[s->top_stack].id, 3);
+	assert_int_equal(p.stacks[s->top_stack].site_frame, 1);
+	assert_null(site_at(&p, A_MALLOC));
+
+	s = site_at(&p, A_UNRES);
+	assert_non_null(s);
+	assert_int_equal(s->tot.allocs, 1);
+	assert_int_equal(pf_live_bytes(&s->tot), 0);
+	assert_non_null(site_at(&p, A_OTHER));
+
+	assert_true(pf_is_allocator("operator new[](unsigned long, std::nothrow_t const&)"));
+	assert_true(pf_is_allocator("operator delete(void*, unsigned long)"));
+	assert_true(pf_is_allocator("__libc_malloc"));
+	assert_true(pf_is_allocator("_int_malloc"));
+	assert_false(pf_is_allocator("my_malloc"));
+	assert_false(pf_is_allocator(NULL));
+	pf_free(&p);
+}
+
+static void test_truncated_model(void **state)
+{
+	(void)state;
+	/* Cut in the middle of the third ROUND: its SITES must not count. */
+	copy_prefix(prof, cut, last_round_off + 50);
+	struct profile p;
+	struct hp_error e = {0};
+	assert_int_equal(pf_load(&p, cut, &e), 0);
+	assert_non_null(strstr(p.warning, "cut short"));
+	assert_int_equal(p.nrounds, 2);
+	assert_false(p.has_end);
+	const struct pf_site *s = site_at(&p, A_UNRES);
+	assert_non_null(s);
+	assert_int_equal(s->tot.frees, 0);
+	pf_free(&p);
+
+	/* Cut exactly before END: complete records, but the session did not finish. */
+	struct stat st;
+	assert_int_equal(stat(prof, &st), 0);
+	copy_prefix(prof, cut, st.st_size - 16);
+	assert_int_equal(pf_load(&p, cut, &e), 0);
+	assert_non_null(strstr(p.warning, "no END"));
+	assert_int_equal(p.nrounds, 3);
+	pf_free(&p);
+}
+
+/* Runs heapprof-view with args, stdout to out and stderr to err; returns its exit status. */
+static int view(const char *args)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", VIEW_PATH, args, out, err);
+	int rc = system(cmd);
+	assert_true(WIFEXITED(rc));
+	return WEXITSTATUS(rc);
+}
+
+/* Whether python3 parses out as JSON and the expression over it (d) holds. Run without a
+ * shell so the expression needs no quoting. */
+static int json_check(const char *expr)
+{
+	static const char prog[] = "import json,sys; d=json.load(open(sys.argv[1])); "
+				   "sys.exit(0 if eval(sys.argv[2]) else 1)";
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execlp("python3", "python3", "-c", prog, out, expr, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int file_has(const char *path, const char *needle)
+{
+	char buf[4096];
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+static void test_hotspots_json(void **state)
+{
+	(void)state;
+	char args[256];
+	snprintf(args, sizeof args, "hotspots --json %s", prof);
+	assert_int_equal(view(args), 0);
+	assert_true(json_check("len(d) == 3"));
+	assert_true(json_check("d[0]['function'] == 'my_func' and d[0]['file'] == 'src/my.c' "
+			       "and d[0]['line'] == 42 and d[0]['module'] == 'myprog'"));
+	assert_true(json_check("d[0]['allocations'] == 50 and d[0]['frees'] == 32 and "
+			       "d[0]['allocated_bytes'] == 5000 and d[0]['live_blocks'] == 18 "
+			       "and d[0]['live_bytes'] == 1800 and d[0]['address'] == '0x401000'"));
+	assert_true(json_check("[f['function'] for f in d[0]['stack']] == ['my_func', 'main']"));
+	assert_true(json_check("d[1]['function'] == 'helper' and d[1]['line'] == 5 and "
+			       "[f['function'] for f in d[1]['stack']] == ['helper', " HOSTILE_PY
+			       ", 'main'] and d[1]['stack'][0]['inlined']"));
+	assert_true(json_check("d[2]['function'] is None and d[2]['file'] is None and "
+			       "d[2]['line'] is None and d[2]['module'] == 'myprog' and "
+			       "d[2]['live_bytes'] == 0"));
+
+	snprintf(args, sizeof args, "hotspots --json --sort bytes --top 2 %s", prof);
+	assert_int_equal(view(args), 0);
+	assert_true(json_check("[s['allocated_bytes'] for s in d] == [5000, 4096]"));
+	snprintf(args, sizeof args, "hotspots --sort=live %s --json", prof);
+	assert_int_equal(view(args), 0);
+	assert_true(json_check("[s['live_bytes'] for s in d] == [1800, 300, 0]"));
+}
+
+static void test_overview_json(void **state)
+{
+	(void)state;
+	char args[256];
+	snprintf(args, sizeof args, "overview --json %s", prof);
+	assert_int_equal(view(args), 0);
+	assert_true(
+	    json_check("d['pid'] == 4242 and d['command'] == 'myprog' and "
+		       "d['exe'] == '/usr/bin/myprog' and d['cmdline'] == ['myprog', "
+		       "'--flag'] and d['mode'] == 'full' and d['end_reason'] == 'detach'"));
+	assert_true(json_check("d['duration_s'] == 3.0 and d['rounds'] == 3 and "
+			       "d['allocations'] == 54 and d['frees'] == 33 and "
+			       "d['allocated_bytes'] == 9396 and d['freed_bytes'] == 7296"));
+	assert_true(json_check("d['live_blocks'] == 21 and d['live_bytes'] == 2100 and "
+			       "d['peak_live_bytes'] == 6196 and d['untracked_frees'] == 1 and "
+			       "d['lost'] == 0 and d['peak_rss_bytes'] == 3 * 10 * 1048576"));
+}
+
+static void test_text_and_truncated(void **state)
+{
+	(void)state;
+	char args[256];
+	snprintf(args, sizeof args, "hotspots %s", prof);
+	assert_int_equal(view(args), 0);
+	assert_true(file_has(out, "ALLOCATIONS"));
+	assert_true(file_has(out, "4.88 KiB"));
+	assert_true(file_has(out, "src/my.c:42"));
+	assert_true(file_has(out, "myprog+0x3000"));
+	snprintf(args, sizeof args, "overview %s", prof);
+	assert_int_equal(view(args), 0);
+	assert_true(file_has(out, "myprog --flag"));
+
+	copy_prefix(prof, cut, last_round_off + 50);
+	snprintf(args, sizeof args, "overview --json %s", cut);
+	assert_int_equal(view(args), 0);
+	assert_true(file_has(err, "heapprof-view: warning: "));
+	assert_true(json_check("d['rounds'] == 2 and d['end_reason'] == 'incomplete'"));
+}
+
+static void test_errors(void **state)
+{
+	(void)state;
+	char args[256], path[128];
+	snprintf(args, sizeof args, "overview %s/missing", dir);
+	assert_int_equal(view(args), 1);
+	assert_true(file_has(err, "heapprof-view: cannot open"));
+
+	snprintf(path, sizeof path, "%s/text", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("hello, this is not a profile\n", f);
+	fclose(f);
+	snprintf(args, sizeof args, "hotspots %s", path);
+	assert_int_equal(view(args), 1);
+	assert_true(file_has(err, "not a heapprof profile"));
+
+	snprintf(path, sizeof path, "%s/v9", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	struct hp_file_header h = {.version = HP_FORMAT_VERSION + 8};
+	memcpy(h.magic, HP_MAGIC, 8);
+	assert_int_equal(hp_write_all(fd, &h, sizeof h), 0);
+	close(fd);
+	snprintf(args, sizeof args, "overview %s", path);
+	assert_int_equal(view(args), 1);
+	assert_true(file_has(err, "newer"));
+
+	assert_int_equal(view("frobnicate x"), 2);
+	assert_true(file_has(err, "unknown command 'frobnicate'"));
+	assert_true(file_has(err, "overview, hotspots"));
+	assert_int_equal(view(""), 2);
+	snprintf(args, sizeof args, "hotspots --sort size %s", prof);
+	assert_int_equal(view(args), 2);
+	snprintf(args, sizeof args, "hotspots --top %s", prof);
+	assert_int_equal(view(args), 2);
+	assert_int_equal(view("overview"), 2);
+
+	assert_int_equal(view("--version"), 0);
+	assert_true(file_has(out, "heapprof-view " PACKAGE_VERSION));
+	assert_int_equal(view("--help"), 0);
+	assert_true(file_has(out, "--sort"));
+	assert_int_equal(view("hotspots --help"), 0);
+	assert_true(file_has(out, "--top"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_model),
+	    cmocka_unit_test(test_truncated_model),
+	    cmocka_unit_test(test_hotspots_json),
+	    cmocka_unit_test(test_overview_json),
+	    cmocka_unit_test(test_text_and_truncated),
+	    cmocka_unit_test(test_errors),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
