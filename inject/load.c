@@ -1,0 +1,175 @@
+/* load.c - hp_inject_load: memfd + remote dlopen + heapprof_start (see inject.h). */
+#define _GNU_SOURCE
+#include "inject/inject.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inject/libcfn.h"
+#include "inject/remote.h"
+#include "inject/safepoint.h"
+
+struct blob {
+	char *data;
+	size_t len;
+};
+
+static int read_payload(const char *path, struct blob *b, struct hp_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    !(b->data = malloc((size_t)st.st_size))) {
+		hp_error_set(err, "cannot read the payload %s (%s): check the installation", path,
+			     strerror(errno ? errno : EINVAL));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	b->len = 0;
+	while (b->len < (size_t)st.st_size) {
+		ssize_t n = read(fd, b->data + b->len, (size_t)st.st_size - b->len);
+		if (n <= 0) {
+			hp_error_set(err, "cannot read the payload %s (%s): check the installation",
+				     path, n ? strerror(errno) : "short read");
+			close(fd);
+			return -1;
+		}
+		b->len += (size_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Writes through /proc/PID/fd/N, so the target never reads a path of ours. */
+static int fill_memfd(pid_t pid, int fd, const struct blob *b, struct hp_error *err)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/fd/%d", (int)pid, fd);
+	int w = open(name, O_WRONLY | O_CLOEXEC);
+	size_t off = 0;
+	while (w >= 0 && off < b->len) {
+		ssize_t n = write(w, b->data + off, b->len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	if (off < b->len)
+		hp_error_set(err, "cannot write the payload into process %d's memfd (%s)", (int)pid,
+			     strerror(errno));
+	if (w >= 0)
+		close(w);
+	return off < b->len ? -1 : 0;
+}
+
+/* Everything from memfd_create to having our own copy of the pipe's read end. On failure
+ * the target is put back: started payload stopped, handle closed, fds closed. */
+static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, const struct blob *b,
+			  const struct hp_start_args *args, int *pipe_fd, struct hp_error *err)
+{
+	pid_t pid = t->pid;
+	uint64_t a[2], rc, handle = 0, start = 0;
+	if (hp_remote_push(t, "heapprof", sizeof "heapprof", &a[0], err))
+		return -1;
+	a[1] = MFD_CLOEXEC;
+	if (hp_remote_call(t, "memfd_create", f->memfd_create, a, 2, &rc, err))
+		return -1;
+	int memfd = (int)rc;
+	if (memfd < 0) {
+		hp_error_set(err,
+			     "memfd_create failed in process %d (a seccomp filter?): heapprof "
+			     "cannot load into it",
+			     (int)pid);
+		return -1;
+	}
+	char path[64], msg[256];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", memfd);
+	int r = fill_memfd(pid, memfd, b, err);
+	if (!r)
+		r = hp_call_dlopen(t, f, path, RTLD_NOW | RTLD_LOCAL, &handle, msg, sizeof msg,
+				   err);
+	/* The mapping keeps the memfd's contents; the fd itself must not stay behind. */
+	if (hp_call_close(t, f, memfd, err) || r)
+		goto undo;
+	if (!handle) {
+		hp_error_set(err, "dlopen of the payload failed in process %d: %s", (int)pid, msg);
+		return -1;
+	}
+	if (hp_call_dlsym(t, f, handle, HP_START_SYMBOL, &start, err))
+		goto undo;
+	if (!start) {
+		hp_error_set(err, "the payload has no %s: the installation is broken",
+			     HP_START_SYMBOL);
+		goto undo;
+	}
+	if (hp_remote_push(t, args, sizeof *args, &a[0], err) ||
+	    hp_remote_call(t, HP_START_SYMBOL, start, a, 1, &rc, err))
+		goto undo;
+	int rfd = (int)rc;
+	if (rfd < 0) {
+		hp_error_set(err, "%s failed in process %d: %s", HP_START_SYMBOL, (int)pid,
+			     strerror(-rfd));
+		goto undo;
+	}
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, rfd);
+	*pipe_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*pipe_fd < 0)
+		hp_error_set(err, "cannot open the payload's pipe %s (%s)", path, strerror(errno));
+	if (hp_call_close(t, f, rfd, err) || *pipe_fd < 0)
+		goto stop;
+	return 0;
+stop:;
+	uint64_t stop = 0;
+	if (!hp_call_dlsym(t, f, handle, HP_STOP_SYMBOL, &stop, err) && stop)
+		hp_remote_call(t, HP_STOP_SYMBOL, stop, NULL, 0, &rc, err);
+	if (*pipe_fd >= 0)
+		close(*pipe_fd);
+	*pipe_fd = -1;
+undo:
+	if (handle && !t->dead)
+		hp_call_dlclose(t, f, handle, err);
+	return -1;
+}
+
+int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_args *args,
+		   int *pipe_fd, struct hp_error *err)
+{
+	*pipe_fd = -1;
+	int mapped = hp_payload_mapped(pid);
+	if (mapped < 0) {
+		hp_error_set(err, "process %d does not exist (or exited): check the pid", (int)pid);
+		return -1;
+	}
+	if (mapped) {
+		hp_error_set(err,
+			     "a heapprof payload is already loaded in process %d: run "
+			     "heapprof-detach %d first",
+			     (int)pid, (int)pid);
+		return -1;
+	}
+	struct hp_libc_fns f;
+	if (hp_libc_resolve(pid, &f, err))
+		return -1;
+	struct blob b = {0};
+	if (read_payload(payload_path, &b, err))
+		return -1;
+	struct hp_thread t;
+	int r = hp_borrow_thread(pid, &t, err);
+	if (!r) {
+		r = load_in_thread(&t, &f, &b, args, pipe_fd, err);
+		if (hp_thread_release(&t, err) && !r) {
+			close(*pipe_fd);
+			*pipe_fd = -1;
+			r = -1;
+		}
+	}
+	free(b.data);
+	return r;
+}

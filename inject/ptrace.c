@@ -1,0 +1,267 @@
+#include "inject/ptrace.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Large enough for every xsave layout known (AMX makes it ~11 KiB); the kernel shortens
+ * iov_len to the real size and we restore exactly that many bytes. */
+#define XSTATE_MAX (64 * 1024)
+
+static void block_caller_signals(struct hp_thread *t)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &s, &t->caller_mask);
+}
+
+static int wait_thread(pid_t tid, int *status)
+{
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL);
+		if (r == tid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int save_state(struct hp_thread *t)
+{
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &t->regs) < 0)
+		return -errno;
+	t->xstate = malloc(XSTATE_MAX);
+	if (!t->xstate)
+		return -ENOMEM;
+	struct iovec iov = {t->xstate, XSTATE_MAX};
+	if (ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_X86_XSTATE, &iov) < 0)
+		return -errno;
+	t->xstate_len = iov.iov_len;
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof t->sigmask, &t->sigmask) < 0)
+		return -errno;
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/mem", (int)t->pid);
+	t->mem_fd = open(name, O_RDWR | O_CLOEXEC);
+	if (t->mem_fd < 0)
+		return -errno;
+	t->scratch_top = t->regs.rsp;
+	return 0;
+}
+
+/* Takes whatever stop comes first after the interrupt: the interrupt stop itself, or a
+ * signal-delivery-stop (the interrupt then stays pending and shows up as an extra event
+ * stop later, which remote.c steps over). */
+static int wait_first_stop(struct hp_thread *t)
+{
+	int st;
+	int r = wait_thread(t->tid, &st);
+	if (r)
+		return r;
+	if (WIFEXITED(st) || WIFSIGNALED(st)) {
+		t->dead = 1;
+		return -ESRCH;
+	}
+	int sig = WSTOPSIG(st);
+	if (st >> 16) {
+		/* An event stop reporting a stop signal is a group-stop: the process is
+		 * job-control stopped and would not run our call. */
+		if (sig != SIGTRAP)
+			return -EBUSY;
+		return 0;
+	}
+	t->at_signal_stop = 1;
+	t->stop_sig = sig;
+	if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->stop_info) < 0)
+		return -errno;
+	return 0;
+}
+
+int hp_thread_seize(pid_t pid, pid_t tid, struct hp_thread *t)
+{
+	memset(t, 0, sizeof *t);
+	t->pid = pid;
+	t->tid = tid;
+	t->mem_fd = -1;
+	block_caller_signals(t);
+	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) {
+		int e = errno;
+		pthread_sigmask(SIG_SETMASK, &t->caller_mask, NULL);
+		return -e;
+	}
+	t->attached = 1;
+	clock_gettime(CLOCK_MONOTONIC, &t->seized_at);
+	int r = ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0 ? -errno : 0;
+	if (!r)
+		r = wait_first_stop(t);
+	if (!r)
+		r = save_state(t);
+	if (r) {
+		hp_thread_release(t, NULL);
+		return r;
+	}
+	return 0;
+}
+
+static int restore_state(struct hp_thread *t)
+{
+	struct iovec iov = {t->xstate, t->xstate_len};
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &t->regs) < 0 ||
+	    ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_X86_XSTATE, &iov) < 0 ||
+	    ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof t->sigmask, &t->sigmask) < 0)
+		return -errno;
+	return 0;
+}
+
+int hp_thread_release(struct hp_thread *t, struct hp_error *err)
+{
+	int ret = 0;
+	if (t->attached && !t->dead) {
+		if (t->modified && restore_state(t) < 0) {
+			hp_error_set(
+			    err,
+			    "could not restore thread %d of process %d (%s): the process may "
+			    "misbehave; restart it if it does",
+			    (int)t->tid, (int)t->pid, strerror(errno));
+			ret = -1;
+		}
+		long sig = 0;
+		if (t->stop_sig && t->at_signal_stop) {
+			/* Delivered as if it had never been intercepted, with its own siginfo. */
+			ptrace(PTRACE_SETSIGINFO, t->tid, NULL, &t->stop_info);
+			sig = t->stop_sig;
+		} else if (t->stop_sig) {
+			/* Only a signal-delivery-stop can inject a signal on detach; queue it
+			 * again instead (its siginfo is lost, the signal is not). */
+			syscall(SYS_tgkill, t->pid, t->tid, t->stop_sig);
+		}
+		if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)sig) < 0 && errno != ESRCH) {
+			hp_error_set(err, "could not detach from thread %d of process %d (%s)",
+				     (int)t->tid, (int)t->pid, strerror(errno));
+			ret = -1;
+		}
+	} else if (t->attached && t->dead) {
+		hp_error_set(err, "process %d exited while heapprof held one of its threads",
+			     (int)t->pid);
+		ret = -1;
+	}
+	t->attached = 0;
+	if (t->mem_fd >= 0)
+		close(t->mem_fd);
+	t->mem_fd = -1;
+	free(t->xstate);
+	t->xstate = NULL;
+	pthread_sigmask(SIG_SETMASK, &t->caller_mask, NULL);
+	return ret;
+}
+
+int hp_process_alive(pid_t pid)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(name, "re");
+	if (!f)
+		return 0;
+	char state = 0;
+	int n = fscanf(f, "%*d (%*[^)]) %c", &state);
+	fclose(f);
+	return n == 1 && state != 'Z' && state != 'X';
+}
+
+static int tracer_of(pid_t pid, pid_t tid)
+{
+	char name[96], line[256];
+	snprintf(name, sizeof name, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	FILE *f = fopen(name, "re");
+	int tracer = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "TracerPid: %d", &tracer) == 1)
+			break;
+	fclose(f);
+	return tracer;
+}
+
+static int read_int_file(const char *path, int *v)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	int n = fscanf(f, "%d", v);
+	fclose(f);
+	return n == 1 ? 0 : -1;
+}
+
+static void explain_eperm(pid_t pid, pid_t tid, struct hp_error *err)
+{
+	int tracer = tracer_of(pid, tid);
+	if (tracer) {
+		hp_error_set(err,
+			     "process %d is already traced by process %d (a debugger or another "
+			     "heapprof?): detach it first and try again",
+			     (int)pid, tracer);
+		return;
+	}
+	int scope = 0;
+	if (!read_int_file("/proc/sys/kernel/yama/ptrace_scope", &scope) && scope > 0) {
+		hp_error_set(
+		    err,
+		    "not allowed to ptrace process %d: kernel.yama.ptrace_scope is %d; run "
+		    "as root or with CAP_SYS_PTRACE, or set it to 0 with "
+		    "sysctl kernel.yama.ptrace_scope=0",
+		    (int)pid, scope);
+		return;
+	}
+	hp_error_set(err,
+		     "not allowed to ptrace process %d: run as its owner or root (CAP_SYS_PTRACE); "
+		     "a setuid or otherwise non-dumpable process cannot be traced",
+		     (int)pid);
+}
+
+void hp_ptrace_explain(pid_t pid, pid_t tid, int code, struct hp_error *err)
+{
+	switch (code) {
+	case -EPERM:
+		explain_eperm(pid, tid, err);
+		break;
+	case -ESRCH:
+		if (!hp_process_alive(pid))
+			hp_error_set(err, "process %d does not exist (or exited): check the pid",
+				     (int)pid);
+		else
+			hp_error_set(err, "thread %d of process %d exited: try again", (int)tid,
+				     (int)pid);
+		break;
+	case -EBUSY:
+		hp_error_set(
+		    err,
+		    "process %d is stopped (job control): resume it with kill -CONT %d and "
+		    "try again",
+		    (int)pid, (int)pid);
+		break;
+	default:
+		hp_error_set(err, "could not stop thread %d of process %d: %s", (int)tid, (int)pid,
+			     strerror(-code));
+	}
+}
+
+uint64_t hp_thread_held_ns(const struct hp_thread *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - t->seized_at.tv_sec) * 1000000000u +
+	       (uint64_t)(now.tv_nsec - t->seized_at.tv_nsec);
+}

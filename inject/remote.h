@@ -1,0 +1,33 @@
+/* remote.h - run a function inside a held thread of the target and read/write its memory.
+ *
+ * Contract: hp_remote_call runs fn(args...) in the thread held by t, from the registers it
+ * was found with: arguments in rdi..r9, rsp below the 128-byte red zone and below every
+ * byte pushed so far, 16-byte aligned at the call, return address 0, orig_rax = -1 (so an
+ * interrupted syscall is not rewound into our call; the saved registers keep it and it
+ * restarts on release), and all signals blocked except the synchronous fault signals:
+ * the kernel resets the handler of a fault signal that arrives blocked, which would
+ * silently drop the target's own SIGSEGV handler when our call returns to address 0.
+ * The call is over at the SIGSEGV stop with rip == 0; its result is rax. The thread is
+ * then left in that stop (hp_thread_release restores it). Any other outcome fills err.
+ * hp_remote_push copies bytes onto the thread's stack below the red zone and returns
+ * their address; they stay valid until the thread is released.
+ */
+#ifndef HEAPPROF_INJECT_REMOTE_H
+#define HEAPPROF_INJECT_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hperror.h"
+#include "inject/ptrace.h"
+
+int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uint64_t *args,
+		   size_t nargs, uint64_t *ret, struct hp_error *err);
+
+int hp_remote_push(struct hp_thread *t, const void *data, size_t len, uint64_t *addr,
+		   struct hp_error *err);
+
+/* Reads a NUL-terminated string of at most len-1 bytes; 0 or -1 with errno. */
+int hp_remote_read_str(struct hp_thread *t, uint64_t addr, char *buf, size_t len);
+
+#endif

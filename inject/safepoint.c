@@ -1,0 +1,250 @@
+#include "inject/safepoint.h"
+
+#include <capstone/capstone.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inject/maps.h"
+#include "inject/unwind.h"
+
+#define PASSES 10
+#define PASS_DELAY_MS 20
+
+enum rank { RANK_SYSCALL, RANK_FUTEX, RANK_RUNNING, RANK_SKIP };
+
+struct cand {
+	pid_t tid;
+	int rank;
+};
+
+int hp_list_threads(pid_t pid, pid_t **tids)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(name);
+	if (!d)
+		return -1;
+	size_t n = 0, cap = 16;
+	pid_t *v = malloc(cap * sizeof *v);
+	struct dirent *de;
+	while (v && (de = readdir(d))) {
+		int tid = atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		if (n == cap) {
+			pid_t *nv = realloc(v, 2 * cap * sizeof *v);
+			if (!nv) {
+				free(v);
+				v = NULL;
+				break;
+			}
+			v = nv;
+			cap *= 2;
+		}
+		v[n++] = tid;
+	}
+	closedir(d);
+	if (!v)
+		return -1;
+	*tids = v;
+	return (int)n;
+}
+
+static int thread_rank(pid_t pid, pid_t tid)
+{
+	char name[96], buf[256];
+	snprintf(name, sizeof name, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	FILE *f = fopen(name, "re");
+	if (!f)
+		return RANK_SKIP;
+	char state = 0;
+	int ok = fscanf(f, "%*d (%*[^)]) %c", &state) == 1;
+	fclose(f);
+	if (!ok || state == 'Z' || state == 'X')
+		return RANK_SKIP;
+	snprintf(name, sizeof name, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	f = fopen(name, "re");
+	if (!f)
+		return RANK_RUNNING;
+	ok = fgets(buf, sizeof buf, f) != NULL;
+	fclose(f);
+	if (!ok || !strncmp(buf, "running", 7))
+		return RANK_RUNNING;
+	long nr = strtol(buf, NULL, 10);
+	if (nr < 0)
+		return RANK_RUNNING;
+	return nr == SYS_futex ? RANK_FUTEX : RANK_SYSCALL;
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+static int name_unsafe(const char *n)
+{
+	static const char *const contains[] = {"malloc", "calloc", "realloc", "memalign",
+					       "valloc", "fork",   "tcache"};
+	static const char *const prefix[] = {"_int_", "_Znw", "_Zna",	   "_Zdl", "_Zda",  "dl",
+					     "_dl_",  "__dl", "__libc_dl", "_dl",  "arena_"};
+	static const char *const exact[] = {"free",	  "cfree", "__libc_free",
+					    "sysmalloc",  "exit",  "__run_exit_handlers",
+					    "_IO_cleanup"};
+	for (size_t i = 0; i < sizeof contains / sizeof *contains; i++)
+		if (strstr(n, contains[i]))
+			return 1;
+	for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+		if (!strncmp(n, prefix[i], strlen(prefix[i])))
+			return 1;
+	for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+		if (!strcmp(n, exact[i]))
+			return 1;
+	return 0;
+}
+
+struct check {
+	const struct hp_module_range *loader;
+	int unsafe;
+};
+
+static int check_frame(void *ctx, uint64_t ip, const char *name)
+{
+	struct check *c = ctx;
+	if ((c->loader && ip >= c->loader->lo && ip < c->loader->hi) || (name && name_unsafe(name)))
+		c->unsafe = 1;
+	return c->unsafe;
+}
+
+/* The kernel restarts an interrupted syscall by moving rip back two bytes; make sure those
+ * two bytes really are a syscall instruction before relying on it. */
+static int at_syscall_insn(struct hp_thread *t, csh cs)
+{
+	uint8_t code[2];
+	if (pread(t->mem_fd, code, sizeof code, (off_t)(t->regs.rip - 2)) != sizeof code)
+		return 0;
+	cs_insn *insn;
+	size_t n = cs_disasm(cs, code, sizeof code, t->regs.rip - 2, 1, &insn);
+	int ok = n == 1 && insn[0].id == X86_INS_SYSCALL;
+	if (n)
+		cs_free(insn, n);
+	return ok;
+}
+
+static int thread_safe(struct hp_thread *t, const struct hp_module_range *loader, csh cs)
+{
+	if ((int64_t)t->regs.orig_rax >= 0 && !at_syscall_insn(t, cs))
+		return 0;
+	struct check c = {loader, 0};
+	if (hp_unwind(t->tid, 1, check_frame, &c) < 1)
+		return 0;
+	return !c.unsafe;
+}
+
+static int candidates(pid_t pid, struct cand **out)
+{
+	pid_t *tids;
+	int n = hp_list_threads(pid, &tids);
+	if (n < 0)
+		return -1;
+	struct cand *c = calloc((size_t)n + 1, sizeof *c);
+	if (!c) {
+		free(tids);
+		return -1;
+	}
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		int r = thread_rank(pid, tids[i]);
+		if (r != RANK_SKIP)
+			c[k++] = (struct cand){tids[i], r};
+	}
+	free(tids);
+	qsort(c, (size_t)k, sizeof *c, cmp_cand);
+	*out = c;
+	return k;
+}
+
+/* One pass over the candidates: 1 = holding a safe thread, 0 = none safe now, -1 = a
+ * seize error that retrying cannot fix (*code says which). */
+static int one_pass(pid_t pid, struct hp_thread *t, const struct hp_module_range *loader, csh cs,
+		    int *code, pid_t *code_tid)
+{
+	struct cand *c;
+	int n = candidates(pid, &c);
+	if (n < 0) {
+		*code = -ESRCH;
+		*code_tid = pid;
+		return -1;
+	}
+	int seized_any = 0;
+	for (int i = 0; i < n; i++) {
+		int r = hp_thread_seize(pid, c[i].tid, t);
+		if (r) {
+			if (!*code || *code == -ESRCH) {
+				*code = r;
+				*code_tid = c[i].tid;
+			}
+			continue;
+		}
+		seized_any = 1;
+		if (thread_safe(t, loader, cs)) {
+			free(c);
+			return 1;
+		}
+		hp_thread_release(t, NULL);
+	}
+	free(c);
+	if (!seized_any && (n == 0 || *code == -EPERM || *code == -EBUSY || !hp_process_alive(pid)))
+		return -1;
+	return 0;
+}
+
+int hp_borrow_thread(pid_t pid, struct hp_thread *t, struct hp_error *err)
+{
+	if (!hp_process_alive(pid)) {
+		hp_error_set(err, "process %d does not exist (or exited): check the pid", (int)pid);
+		return -1;
+	}
+	struct hp_module_range loader;
+	int have_loader = hp_maps_find(pid, hp_maps_is_loader, &loader);
+	if (have_loader < 0) {
+		hp_error_set(err, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
+		return -1;
+	}
+	csh cs;
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) {
+		hp_error_set(err, "capstone cannot disassemble x86_64: reinstall libcapstone");
+		return -1;
+	}
+	int ret = -1, code = 0, explained = 0;
+	pid_t code_tid = pid;
+	for (int pass = 0; pass < PASSES; pass++) {
+		int r = one_pass(pid, t, have_loader ? &loader : NULL, cs, &code, &code_tid);
+		if (r > 0) {
+			ret = 0;
+			break;
+		}
+		if (r < 0) {
+			hp_ptrace_explain(pid, code_tid, code ? code : -ESRCH, err);
+			explained = 1;
+			break;
+		}
+		struct timespec d = {0, PASS_DELAY_MS * 1000000L};
+		nanosleep(&d, NULL);
+	}
+	cs_close(&cs);
+	if (ret && !explained)
+		hp_error_set(err,
+			     "no thread of process %d is at a safe point (all are inside malloc or "
+			     "the dynamic loader): try again",
+			     (int)pid);
+	return ret;
+}

@@ -1,0 +1,284 @@
+/* test-inject.c - the injector against real processes (inject-target, inject-testlib.so).
+ *
+ * Contract: every test starts its own target as a child, drives it only through
+ * hp_inject_load/hp_inject_unload and its command pipe, and checks what the target and
+ * /proc show: the payload mapped and its pipe delivering the header while loaded, maps
+ * and fd count back to the original after unload, and the target's own exit status
+ * (nonzero means it saw an interrupted syscall, a wrong byte or changed vector
+ * registers). Failures to attach must name the cause and leave the process running.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hpformat.h"
+#include "inject/inject.h"
+
+#define TARGET HP_BUILDDIR "/tests/unit/inject-target"
+#define TESTLIB HP_BUILDDIR "/tests/unit/inject-testlib.so"
+#define CYCLES 20
+
+static const struct hp_start_args start_args = {
+    .abi_version = HP_ABI_VERSION,
+    .mode = HP_MODE_FULL,
+    .interval_ms = 250,
+    .max_depth = 32,
+    .sample_rate = 4096,
+};
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&d, NULL);
+}
+
+static int count_dir(const char *what, pid_t pid)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/%s", (int)pid, what);
+	DIR *d = opendir(name);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Starts inject-target with its command pipe on fd 3 and waits until its threads run. */
+static pid_t start_target(const char *mode, int *cmd)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(p[0], 3);
+		if (p[0] != 3)
+			close(p[0]);
+		close(p[1]);
+		execl(TARGET, "inject-target", "3", mode, (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	*cmd = p[1];
+	int want = mode ? 1 : 4;
+	for (int i = 0; i < 200 && count_dir("task", pid) < want; i++)
+		sleep_ms(5);
+	assert_int_equal(count_dir("task", pid), want);
+	sleep_ms(30);
+	return pid;
+}
+
+static void expect_exit_zero(pid_t pid)
+{
+	int st;
+	pid_t r;
+	for (int i = 0; i < 300 && !(r = waitpid(pid, &st, WNOHANG)); i++)
+		sleep_ms(10);
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fail_msg("target did not exit");
+	}
+	assert_int_equal(r, pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("target ended with status %#x: it saw an anomaly", st);
+}
+
+static void read_stream_start(int fd, pid_t pid)
+{
+	struct {
+		struct hp_file_header fh;
+		struct hp_rec_hdr rh;
+		struct hp_hello hello;
+	} in;
+	size_t got = 0;
+	while (got < sizeof in) {
+		ssize_t n = read(fd, (char *)&in + got, sizeof in - got);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(in.fh.magic, HP_MAGIC, 8);
+	assert_int_equal(in.fh.version, HP_FORMAT_VERSION);
+	assert_int_equal(in.rh.type, HP_REC_HELLO);
+	assert_int_equal(in.hello.pid, pid);
+	assert_int_equal(in.hello.mode, start_args.mode);
+	assert_int_equal(in.hello.interval_ms, start_args.interval_ms);
+	assert_int_equal(in.hello.sample_rate, start_args.sample_rate);
+}
+
+/* One load/unload; returns the wall time of load and unload in *ms. */
+static void cycle(pid_t pid, int base_fds, double ms[2])
+{
+	struct hp_error err = {0};
+	int fd = -1;
+	double t0 = now_ms();
+	if (hp_inject_load(pid, TESTLIB, &start_args, &fd, &err))
+		fail_msg("load: %s", err.msg);
+	ms[0] = now_ms() - t0;
+	assert_true(fd >= 0);
+	read_stream_start(fd, pid);
+	assert_int_equal(hp_payload_mapped(pid), 1);
+	assert_int_equal(count_dir("fd", pid), base_fds + 1);
+
+	t0 = now_ms();
+	if (hp_inject_unload(pid, &err))
+		fail_msg("unload: %s", err.msg);
+	ms[1] = now_ms() - t0;
+	char c;
+	assert_int_equal(read(fd, &c, 1), 0); /* the payload closed its end */
+	close(fd);
+	assert_int_equal(hp_payload_mapped(pid), 0);
+	assert_int_equal(count_dir("fd", pid), base_fds);
+}
+
+static void test_load_unload_cycles(void **state)
+{
+	(void)state;
+	int cmd;
+	pid_t pid = start_target(NULL, &cmd);
+	int base_fds = count_dir("fd", pid);
+	assert_int_equal(hp_payload_mapped(pid), 0);
+	double sum[2] = {0, 0}, max[2] = {0, 0};
+	for (int i = 0; i < CYCLES; i++) {
+		double ms[2];
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			fail_msg("target ended with status %#x before cycle %d", st, i);
+		cycle(pid, base_fds, ms);
+		for (int k = 0; k < 2; k++) {
+			sum[k] += ms[k];
+			max[k] = ms[k] > max[k] ? ms[k] : max[k];
+		}
+		char c = (char)('a' + i % 26);
+		assert_int_equal(write(cmd, &c, 1), 1);
+	}
+	printf("# %d cycles: load avg %.2f ms (max %.2f), unload avg %.2f ms (max %.2f)\n", CYCLES,
+	       sum[0] / CYCLES, max[0], sum[1] / CYCLES, max[1]);
+	sleep_ms(50); /* a few more sleeps and reads that must still be right */
+	assert_int_equal(write(cmd, ".", 1), 1);
+	close(cmd);
+	expect_exit_zero(pid);
+}
+
+/* Only a thread running user code (vector registers live) can be borrowed here. */
+static void test_spinning_thread(void **state)
+{
+	(void)state;
+	int cmd;
+	pid_t pid = start_target("spin", &cmd);
+	int base_fds = count_dir("fd", pid);
+	for (int i = 0; i < 3; i++) {
+		double ms[2];
+		cycle(pid, base_fds, ms);
+	}
+	kill(pid, SIGUSR1);
+	close(cmd);
+	expect_exit_zero(pid);
+}
+
+/* Signals keep arriving while the thread is borrowed: one reported instead of the
+ * interrupt stop must be handed back, none may disturb the call or the target. */
+static void test_signals_meanwhile(void **state)
+{
+	(void)state;
+	int cmd;
+	pid_t pid = start_target("spin", &cmd);
+	int base_fds = count_dir("fd", pid);
+	pid_t flood = fork();
+	if (flood == 0) {
+		for (;;) {
+			kill(pid, SIGUSR2);
+			usleep(20);
+		}
+	}
+	for (int i = 0; i < 10; i++) {
+		double ms[2];
+		cycle(pid, base_fds, ms);
+	}
+	kill(flood, SIGKILL);
+	waitpid(flood, NULL, 0);
+	kill(pid, SIGUSR1);
+	close(cmd);
+	expect_exit_zero(pid);
+}
+
+static void test_no_such_process(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	struct hp_error err = {0};
+	int fd = 7;
+	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &err), -1);
+	assert_int_equal(fd, -1);
+	assert_true(err.set);
+	assert_non_null(strstr(err.msg, "does not exist"));
+	struct hp_error err2 = {0};
+	assert_int_equal(hp_inject_unload(pid, &err2), -1);
+	assert_non_null(strstr(err2.msg, "does not exist"));
+	assert_int_equal(hp_payload_mapped(pid), -1);
+}
+
+static void test_already_traced(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	if (pid == 0) {
+		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+		execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSTOPPED(st)); /* the exec stop */
+	assert_int_equal(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	sleep_ms(20);
+
+	struct hp_error err = {0};
+	int fd = 7;
+	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &err), -1);
+	assert_int_equal(fd, -1);
+	printf("# already traced: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "already traced"));
+	assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+	assert_int_equal(kill(pid, 0), 0);
+	assert_int_equal(hp_payload_mapped(pid), 0);
+
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_load_unload_cycles), cmocka_unit_test(test_spinning_thread),
+	    cmocka_unit_test(test_signals_meanwhile),  cmocka_unit_test(test_no_such_process),
+	    cmocka_unit_test(test_already_traced),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
