@@ -1,0 +1,186 @@
+#include "profile-writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hpstream.h"
+
+#define CMDLINE_MAX (1u << 20)
+
+static size_t read_proc(pid_t pid, const char *name, char *buf, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t got = 0;
+	while (got < cap) {
+		ssize_t n = read(fd, buf + got, cap - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	return got;
+}
+
+void hp_proc_info_read(pid_t pid, struct hp_proc_info *si)
+{
+	memset(si, 0, sizeof *si);
+	si->pid = pid;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	si->attach_real_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+
+	size_t n = read_proc(pid, "comm", si->comm, sizeof si->comm - 1);
+	while (n > 0 && si->comm[n - 1] == '\n')
+		n--;
+	si->comm[n] = '\0';
+
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+	ssize_t len = readlink(path, si->exe, sizeof si->exe - 1);
+	si->exe[len > 0 ? len : 0] = '\0';
+
+	si->cmdline = malloc(CMDLINE_MAX);
+	if (si->cmdline) {
+		si->cmdline_len = read_proc(pid, "cmdline", si->cmdline, CMDLINE_MAX - 1);
+		while (si->cmdline_len > 0 && si->cmdline[si->cmdline_len - 1] == '\0')
+			si->cmdline_len--;
+		char *shrunk = realloc(si->cmdline, si->cmdline_len + 1);
+		if (shrunk)
+			si->cmdline = shrunk;
+		si->cmdline[si->cmdline_len] = '\0';
+	}
+
+	if (gethostname(si->host, sizeof si->host - 1) != 0)
+		si->host[0] = '\0';
+	si->host[sizeof si->host - 1] = '\0';
+}
+
+void hp_proc_info_release(struct hp_proc_info *si)
+{
+	free(si->cmdline);
+	si->cmdline = NULL;
+	si->cmdline_len = 0;
+}
+
+int hp_pw_open(struct hp_profile_writer *w, const char *path, struct hp_error *err)
+{
+	memset(w, 0, sizeof *w);
+	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (w->fd < 0) {
+		hp_error_set(err, "cannot create %s: %s: try another --output path", path,
+			     strerror(errno));
+		return -1;
+	}
+	int rc = hp_write_header(w->fd);
+	if (rc < 0) {
+		hp_error_set(err, "cannot write %s: %s", path, strerror(-rc));
+		close(w->fd);
+		w->fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static int reserve(struct hp_profile_writer *w, size_t len)
+{
+	if (len <= w->cap)
+		return 0;
+	size_t cap = w->cap ? w->cap : 4096;
+	while (cap < len)
+		cap *= 2;
+	uint8_t *nb = realloc(w->buf, cap);
+	if (!nb)
+		return -ENOMEM;
+	w->buf = nb;
+	w->cap = cap;
+	return 0;
+}
+
+static uint8_t *put(uint8_t *p, const void *src, size_t len)
+{
+	if (len)
+		memcpy(p, src, len);
+	return p + len;
+}
+
+static uint16_t len16(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	return n > UINT16_MAX ? UINT16_MAX : (uint16_t)n;
+}
+
+int hp_pw_session(struct hp_profile_writer *w, const struct hp_proc_info *si)
+{
+	struct hp_session h = {
+	    .pid = (uint32_t)si->pid,
+	    .comm_len = len16(si->comm),
+	    .exe_len = len16(si->exe),
+	    .cmdline_len = (uint32_t)si->cmdline_len,
+	    .host_len = len16(si->host),
+	    .attach_real_ns = si->attach_real_ns,
+	};
+	size_t len = sizeof h + h.comm_len + h.exe_len + h.cmdline_len + h.host_len;
+	int rc = reserve(w, len);
+	if (rc < 0)
+		return rc;
+	uint8_t *p = put(w->buf, &h, sizeof h);
+	p = put(p, si->comm, h.comm_len);
+	p = put(p, si->exe, h.exe_len);
+	p = put(p, si->cmdline, h.cmdline_len);
+	put(p, si->host, h.host_len);
+	return hp_write_record(w->fd, HP_REC_SESSION, w->buf, (uint32_t)len);
+}
+
+int hp_pw_record(struct hp_profile_writer *w, uint32_t type, const void *body, uint32_t len)
+{
+	return hp_write_record(w->fd, type, body, len);
+}
+
+int hp_pw_symbol(struct hp_profile_writer *w, uint64_t addr, const struct hp_sym_result *r)
+{
+	struct hp_symbol h = {.addr = addr, .module_id = r->module_id, .nframes = r->nframes};
+	size_t len = sizeof h;
+	for (uint32_t i = 0; i < r->nframes; i++)
+		len += sizeof(struct hp_symbol_frame) + len16(r->frames[i].function) +
+		       len16(r->frames[i].file);
+	int rc = reserve(w, len);
+	if (rc < 0)
+		return rc;
+	uint8_t *p = put(w->buf, &h, sizeof h);
+	for (uint32_t i = 0; i < r->nframes; i++) {
+		const struct hp_sym_frame *f = &r->frames[i];
+		struct hp_symbol_frame sf = {
+		    .line = f->line,
+		    .column = f->column,
+		    .func_len = len16(f->function),
+		    .file_len = len16(f->file),
+		};
+		p = put(p, &sf, sizeof sf);
+		p = put(p, f->function, sf.func_len);
+		p = put(p, f->file, sf.file_len);
+	}
+	return hp_write_record(w->fd, HP_REC_SYMBOL, w->buf, (uint32_t)len);
+}
+
+int hp_pw_close(struct hp_profile_writer *w)
+{
+	int rc = 0;
+	if (w->fd >= 0 && close(w->fd) != 0)
+		rc = -errno;
+	w->fd = -1;
+	free(w->buf);
+	w->buf = NULL;
+	w->cap = 0;
+	return rc;
+}

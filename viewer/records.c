@@ -1,0 +1,307 @@
+#define _GNU_SOURCE /* asprintf */
+#include "records.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpstream.h"
+
+struct hp_vs_addr {
+	char *label;
+	bool allocator; /* inside an allocation function: not a call site */
+};
+
+struct hp_vs_stack {
+	uint32_t site; /* index into addrs, or UINT32_MAX */
+	uint64_t allocs, bytes;
+};
+
+int hp_vs_init(struct hp_viewer_session *vs, pid_t pid, struct hp_profile_writer *pw,
+	       struct hp_display *disp, const char *output)
+{
+	memset(vs, 0, sizeof *vs);
+	vs->sym = hp_sym_new(pid);
+	vs->pw = pw;
+	vs->disp = disp;
+	vs->output = output;
+	return vs->sym ? 0 : -1;
+}
+
+void hp_vs_free(struct hp_viewer_session *vs)
+{
+	hp_sym_free(vs->sym);
+	for (size_t i = 0; i < vs->naddrs; i++)
+		free(vs->addrs[i].label);
+	free(vs->addrs);
+	free(vs->stacks);
+	hp_keymap_free(&vs->addr_index);
+	hp_keymap_free(&vs->stack_index);
+	memset(vs, 0, sizeof *vs);
+}
+
+static int write_failed(struct hp_viewer_session *vs, int rc, struct hp_error *err)
+{
+	hp_error_set(err, "cannot write %s: %s", vs->output, strerror(-rc));
+	return -1;
+}
+
+static int malformed(struct hp_error *err, const char *what)
+{
+	hp_error_set(err, "malformed stream: %s", what);
+	return -1;
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	if (ncap > UINT32_MAX - 1)
+		return -1;
+	void *p = realloc(*arr, ncap * elem);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+static bool is_allocator(const char *fn)
+{
+	static const char *const exact[] = {
+	    "malloc",	"calloc",	  "realloc",	   "reallocarray", "free",
+	    "memalign", "valloc",	  "pvalloc",	   "strdup",	   "strndup",
+	    "cfree",	"posix_memalign", "aligned_alloc", "__strdup",	   "__strndup",
+	};
+	static const char *const prefix[] = {"operator new", "operator delete", "__libc_",
+					     "__GI___libc_"};
+	if (!fn)
+		return false;
+	for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+		if (strcmp(fn, exact[i]) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
+		if (strncmp(fn, prefix[i], strlen(prefix[i])) == 0)
+			return true;
+	return false;
+}
+
+static char *make_label(uint64_t addr, const struct hp_sym_result *r)
+{
+	char *label = NULL;
+	int n;
+	if (r->nframes == 0) {
+		n = asprintf(&label, "0x%" PRIx64 " (module %u)", addr, r->module_id);
+	} else {
+		const struct hp_sym_frame *f = &r->frames[0];
+		const char *file = f->file ? f->file : "??";
+		const char *base = strrchr(file, '/');
+		n = asprintf(&label, "%s (%s:%u)", f->function ? f->function : "??",
+			     base ? base + 1 : file, f->line);
+	}
+	return n < 0 ? NULL : label;
+}
+
+/* The index of addr's entry in vs->addrs, symbolizing it (and writing its SYMBOL) the
+ * first time it is seen in the module that owns it now. */
+static int symbolize(struct hp_viewer_session *vs, uint64_t addr, uint32_t *idx,
+		     struct hp_error *err)
+{
+	uint32_t module = hp_sym_module_at(vs->sym, addr);
+	*idx = hp_keymap_get(&vs->addr_index, addr, module);
+	if (*idx != UINT32_MAX)
+		return 0;
+	if (grow((void **)&vs->addrs, &vs->addrs_cap, vs->naddrs, sizeof vs->addrs[0]) != 0)
+		goto oom;
+	struct hp_sym_result res;
+	hp_sym_resolve(vs->sym, addr, &res);
+	int rc = hp_pw_symbol(vs->pw, addr, &res);
+	struct hp_vs_addr a = {
+	    .label = make_label(addr, &res),
+	    .allocator = res.nframes > 0 && is_allocator(res.frames[0].function),
+	};
+	hp_sym_result_clear(&res);
+	if (rc < 0) {
+		free(a.label);
+		return write_failed(vs, rc, err);
+	}
+	if (!a.label || hp_keymap_put(&vs->addr_index, addr, module, (uint32_t)vs->naddrs) != 0) {
+		free(a.label);
+		goto oom;
+	}
+	*idx = (uint32_t)vs->naddrs;
+	vs->addrs[vs->naddrs++] = a;
+	return 0;
+oom:
+	hp_error_set(err, "out of memory");
+	return -1;
+}
+
+static int on_module(struct hp_viewer_session *vs, const uint8_t *body, uint32_t len,
+		     struct hp_error *err)
+{
+	struct hp_module m;
+	const uint8_t *p = body, *end = body + len;
+	if (!hp_take(&p, end, &m, sizeof m) ||
+	    (size_t)(end - p) < (size_t)m.path_len + m.build_id_len)
+		return malformed(err, "MODULE record shorter than its path and build-id");
+	if (m.flags & HP_MODULE_UNLOADED) {
+		hp_sym_remove_module(vs->sym, m.id);
+		return 0;
+	}
+	char path[UINT16_MAX + 1];
+	memcpy(path, p, m.path_len);
+	path[m.path_len] = '\0';
+	hp_sym_add_module(vs->sym, m.id, path, m.bias, m.start, m.end, p + m.path_len,
+			  m.build_id_len);
+	return 0;
+}
+
+static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t len,
+		    struct hp_error *err)
+{
+	struct hp_stack st;
+	const uint8_t *p = body, *end = body + len;
+	if (!hp_take(&p, end, &st, sizeof st))
+		return malformed(err, "short STACK record");
+	if (st.id == 0 || st.depth > HP_MAX_DEPTH || (size_t)(end - p) < (size_t)st.depth * 8)
+		return malformed(err, "STACK record with a bad id or depth");
+	uint32_t site = UINT32_MAX;
+	for (uint32_t i = 0; i < st.depth; i++) {
+		uint64_t addr;
+		uint32_t idx;
+		memcpy(&addr, p + (size_t)i * sizeof addr, sizeof addr);
+		if (symbolize(vs, addr, &idx, err) != 0)
+			return -1;
+		if (site == UINT32_MAX || vs->addrs[site].allocator)
+			site = idx;
+	}
+	uint32_t si = hp_keymap_get(&vs->stack_index, st.id, 0);
+	if (si == UINT32_MAX) {
+		if (grow((void **)&vs->stacks, &vs->stacks_cap, vs->nstacks,
+			 sizeof vs->stacks[0]) != 0 ||
+		    hp_keymap_put(&vs->stack_index, st.id, 0, (uint32_t)vs->nstacks) != 0) {
+			hp_error_set(err, "out of memory");
+			return -1;
+		}
+		si = (uint32_t)vs->nstacks++;
+		vs->stacks[si] = (struct hp_vs_stack){0};
+	}
+	vs->stacks[si].site = site;
+	return 0;
+}
+
+static int on_sites(struct hp_viewer_session *vs, const uint8_t *body, uint32_t len,
+		    struct hp_error *err)
+{
+	struct hp_sites h;
+	const uint8_t *p = body, *end = body + len;
+	if (!hp_take(&p, end, &h, sizeof h) ||
+	    (size_t)(end - p) / sizeof(struct hp_site_delta) < h.count)
+		return malformed(err, "SITES record shorter than its count");
+	for (uint32_t i = 0; i < h.count; i++) {
+		struct hp_site_delta d;
+		hp_take(&p, end, &d, sizeof d);
+		uint32_t si = hp_keymap_get(&vs->stack_index, d.stack_id, 0);
+		if (si == UINT32_MAX)
+			continue; /* stack id 0: no stack was recorded for these */
+		vs->stacks[si].allocs += d.allocs;
+		vs->stacks[si].bytes += d.alloc_bytes;
+	}
+	return 0;
+}
+
+int hp_vs_record(struct hp_viewer_session *vs, uint32_t type, const uint8_t *body, uint32_t len,
+		 struct hp_error *err)
+{
+	if (!vs->seen_hello && type != HP_REC_HELLO)
+		return malformed(err, "the first record is not HELLO");
+	switch (type) {
+	case HP_REC_HELLO:
+		if (vs->seen_hello || len < sizeof(struct hp_hello))
+			return malformed(err, "bad or repeated HELLO record");
+		vs->seen_hello = true;
+		break;
+	case HP_REC_ROUND:
+		if (len < sizeof(struct hp_round))
+			return malformed(err, "short ROUND record");
+		break;
+	case HP_REC_END:
+		if (len < sizeof(struct hp_end))
+			return malformed(err, "short END record");
+		vs->seen_end = true;
+		break;
+	case HP_REC_SESSION:
+	case HP_REC_SYMBOL:
+		return malformed(err, "a viewer-only record in the payload's stream");
+	default:
+		break;
+	}
+
+	/* Copied before anything derived from it, so SYMBOL records follow their STACK. */
+	int rc = hp_pw_record(vs->pw, type, body, len);
+	if (rc < 0)
+		return write_failed(vs, rc, err);
+
+	switch (type) {
+	case HP_REC_MODULE:
+		return on_module(vs, body, len, err);
+	case HP_REC_STACK:
+		return on_stack(vs, body, len, err);
+	case HP_REC_SITES:
+		return on_sites(vs, body, len, err);
+	case HP_REC_ROUND: {
+		struct hp_round r;
+		memcpy(&r, body, sizeof r);
+		hp_stats_round(&vs->stats, &r);
+		vs->disp->round(vs->disp, &vs->stats, &r);
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+static int by_allocs(const void *a, const void *b)
+{
+	const struct hp_site_stat *x = a, *y = b;
+	if (x->allocs != y->allocs)
+		return x->allocs < y->allocs ? 1 : -1;
+	return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+}
+
+int hp_vs_finish(struct hp_viewer_session *vs, struct hp_error *err)
+{
+	if (!vs->seen_end) {
+		struct hp_end e = {.reason = HP_END_TARGET_EXIT};
+		int rc = hp_pw_record(vs->pw, HP_REC_END, &e, sizeof e);
+		if (rc < 0)
+			return write_failed(vs, rc, err);
+		vs->seen_end = true;
+	}
+	struct hp_site_stat *sites = calloc(vs->naddrs ? vs->naddrs : 1, sizeof *sites);
+	if (!sites) {
+		hp_error_set(err, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < vs->nstacks; i++) {
+		const struct hp_vs_stack *s = &vs->stacks[i];
+		if (s->site == UINT32_MAX)
+			continue;
+		sites[s->site].label = vs->addrs[s->site].label;
+		sites[s->site].allocs += s->allocs;
+		sites[s->site].bytes += s->bytes;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < vs->naddrs; i++)
+		if (sites[i].label && sites[i].allocs > 0)
+			sites[n++] = sites[i];
+	qsort(sites, n, sizeof *sites, by_allocs);
+	vs->disp->finish(vs->disp, &vs->stats, sites, n < HP_TOP_SITES ? n : HP_TOP_SITES,
+			 vs->output);
+	free(sites);
+	return 0;
+}

@@ -1,0 +1,53 @@
+/* records.h - one viewer session: the stream's records in, the profile file out.
+ *
+ * Contract: hp_vs_record takes the stream's records in order. It checks each one against
+ * hpformat.h (every count against the record's length; HELLO first; no viewer-only
+ * records), copies it to the profile, reports modules to the symbolizer and, after a
+ * STACK, writes one SYMBOL per frame address not yet symbolized in the module that owns
+ * it now. ROUND records update the statistics and go to the display. hp_vs_finish
+ * appends END (target exit) if the stream had none and shows the summary.
+ */
+#ifndef HEAPPROF_VIEWER_RECORDS_H
+#define HEAPPROF_VIEWER_RECORDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hperror.h"
+#include "keymap.h"
+#include "profile-writer.h"
+#include "report.h"
+#include "symbolize.h"
+
+#define HP_TOP_SITES 5
+
+struct hp_vs_addr; /* a symbolized (address, module) */
+struct hp_vs_stack;
+
+struct hp_viewer_session {
+	struct hp_symbolizer *sym;
+	struct hp_profile_writer *pw;
+	struct hp_display *disp;
+	const char *output;
+	struct hp_stats stats;
+	bool seen_hello, seen_end;
+	struct hp_keymap addr_index; /* (addr, module id) -> addrs[] */
+	struct hp_vs_addr *addrs;
+	size_t naddrs, addrs_cap;
+	struct hp_keymap stack_index; /* (stack id, 0) -> stacks[] */
+	struct hp_vs_stack *stacks;
+	size_t nstacks, stacks_cap;
+};
+
+/* 0, or -1 when out of memory. pid 0: module paths are opened as given. */
+int hp_vs_init(struct hp_viewer_session *vs, pid_t pid, struct hp_profile_writer *pw,
+	       struct hp_display *disp, const char *output);
+/* 0, or -1 with err set (malformed record, or the profile cannot be written). */
+int hp_vs_record(struct hp_viewer_session *vs, uint32_t type, const uint8_t *body, uint32_t len,
+		 struct hp_error *err);
+/* Called once at a clean end of the stream. 0, or -1 with err set. */
+int hp_vs_finish(struct hp_viewer_session *vs, struct hp_error *err);
+void hp_vs_free(struct hp_viewer_session *vs);
+
+#endif

@@ -1,0 +1,336 @@
+#include "symbolize.h"
+
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* From libstdc++ (linked in); declared here so this file stays C. */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+/* Each open module holds a file descriptor (two with separate debug info): stay well
+ * inside the usual 1024 descriptor limit whatever the stream announces. */
+#define MAX_OPEN_MODULES 400
+
+struct sym_module {
+	uint32_t id;
+	bool unloaded;
+	uint64_t start, end;
+	Dwfl *dwfl; /* NULL: owns its range, resolves nothing */
+	Dwfl_Module *dm;
+};
+
+struct hp_symbolizer {
+	pid_t pid;
+	struct sym_module *mods; /* sorted by start, ranges disjoint */
+	size_t nmods, cap;
+	size_t nopen;
+};
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+struct hp_symbolizer *hp_sym_new(pid_t pid)
+{
+	struct hp_symbolizer *s = calloc(1, sizeof *s);
+	if (s)
+		s->pid = pid;
+	return s;
+}
+
+static void module_close(struct hp_symbolizer *s, struct sym_module *m)
+{
+	if (m->dwfl) {
+		dwfl_end(m->dwfl);
+		s->nopen--;
+	}
+	m->dwfl = NULL;
+	m->dm = NULL;
+}
+
+void hp_sym_free(struct hp_symbolizer *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nmods; i++)
+		module_close(s, &s->mods[i]);
+	free(s->mods);
+	free(s);
+}
+
+static void remove_at(struct hp_symbolizer *s, size_t i)
+{
+	module_close(s, &s->mods[i]);
+	memmove(&s->mods[i], &s->mods[i + 1], (s->nmods - i - 1) * sizeof s->mods[0]);
+	s->nmods--;
+}
+
+/* buf gets the path opened, which is where separate debug files are looked for. */
+static int open_target_file(const struct hp_symbolizer *s, const char *path, char *buf, size_t len)
+{
+	int n;
+	if (s->pid > 0 && path[0] == '\0')
+		n = snprintf(buf, len, "/proc/%d/exe", (int)s->pid);
+	else if (s->pid > 0 && path[0] == '/')
+		n = snprintf(buf, len, "/proc/%d/root%s", (int)s->pid, path);
+	else if (s->pid == 0 && path[0] == '/')
+		n = snprintf(buf, len, "%s", path);
+	else
+		return -1; /* "linux-vdso.so.1" and other names that are no file */
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	return open(buf, O_RDONLY | O_CLOEXEC);
+}
+
+/* Opens the module's file and its debug info now, while the target still maps it. */
+static void module_open(struct hp_symbolizer *s, struct sym_module *m, const char *path,
+			uint64_t bias, const uint8_t *build_id, size_t build_id_len)
+{
+	if (s->nopen >= MAX_OPEN_MODULES)
+		return;
+	char file[4096 + 64];
+	int fd = open_target_file(s, path, file, sizeof file);
+	if (fd < 0)
+		return;
+	Dwfl *dwfl = dwfl_begin(&callbacks);
+	if (!dwfl) {
+		close(fd);
+		return;
+	}
+	dwfl_report_begin(dwfl);
+	Dwfl_Module *dm = dwfl_report_elf(dwfl, path[0] ? path : "main", file, fd, bias, true);
+	dwfl_report_end(dwfl, NULL, NULL);
+	if (!dm) {
+		close(fd);
+		dwfl_end(dwfl);
+		return;
+	}
+	if (build_id_len > 0) {
+		const unsigned char *bits;
+		GElf_Addr vaddr;
+		int n = dwfl_module_build_id(dm, &bits, &vaddr);
+		if (n <= 0 || (size_t)n != build_id_len || memcmp(bits, build_id, build_id_len)) {
+			/* The file was replaced since the target loaded it: its symbols would lie.
+			 */
+			dwfl_end(dwfl);
+			return;
+		}
+	}
+	Dwarf_Addr b;
+	dwfl_module_getdwarf(dm, &b);
+	dwfl_module_getsymtab(dm);
+	m->dwfl = dwfl;
+	m->dm = dm;
+	s->nopen++;
+}
+
+int hp_sym_add_module(struct hp_symbolizer *s, uint32_t id, const char *path, uint64_t bias,
+		      uint64_t start, uint64_t end, const uint8_t *build_id, size_t build_id_len)
+{
+	if (start >= end)
+		return -1;
+	for (size_t i = 0; i < s->nmods;) {
+		struct sym_module *o = &s->mods[i];
+		if (o->id == id || (o->start < end && start < o->end))
+			remove_at(s, i);
+		else
+			i++;
+	}
+	if (s->nmods == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 32;
+		struct sym_module *n = realloc(s->mods, cap * sizeof *n);
+		if (!n)
+			return -1;
+		s->mods = n;
+		s->cap = cap;
+	}
+	size_t pos = 0;
+	while (pos < s->nmods && s->mods[pos].start < start)
+		pos++;
+	memmove(&s->mods[pos + 1], &s->mods[pos], (s->nmods - pos) * sizeof s->mods[0]);
+	s->nmods++;
+	struct sym_module *m = &s->mods[pos];
+	*m = (struct sym_module){.id = id, .start = start, .end = end};
+	module_open(s, m, path, bias, build_id, build_id_len);
+	return m->dwfl ? 0 : -1;
+}
+
+void hp_sym_remove_module(struct hp_symbolizer *s, uint32_t id)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i].id == id)
+			s->mods[i].unloaded = true;
+}
+
+static struct sym_module *find_module(const struct hp_symbolizer *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nmods;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->mods[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->nmods && s->mods[lo].start <= addr && addr < s->mods[lo].end)
+		return &s->mods[lo];
+	return NULL;
+}
+
+uint32_t hp_sym_module_at(const struct hp_symbolizer *s, uint64_t addr)
+{
+	const struct sym_module *m = find_module(s, addr);
+	return m ? m->id : 0;
+}
+
+static char *name_dup(const char *name)
+{
+	if (!name || !name[0])
+		return NULL;
+	if (name[0] == '_' && name[1] == 'Z') {
+		int status = -1;
+		char *d = __cxa_demangle(name, NULL, NULL, &status);
+		if (d && status == 0)
+			return d;
+		free(d);
+	}
+	return strdup(name);
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	static const int attrs[] = {DW_AT_linkage_name, DW_AT_MIPS_linkage_name, DW_AT_name};
+	for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+		Dwarf_Attribute at;
+		const char *n = dwarf_formstring(dwarf_attr_integrate(die, attrs[i], &at));
+		if (n)
+			return n;
+	}
+	return NULL;
+}
+
+static void push_frame(struct hp_sym_result *r, const char *func, const char *file, uint32_t line,
+		       uint32_t column)
+{
+	struct hp_sym_frame *f = &r->frames[r->nframes++];
+	f->function = name_dup(func);
+	f->file = file && file[0] ? strdup(file) : NULL;
+	f->line = line;
+	f->column = column;
+}
+
+static const char *call_file(Dwarf_Die *die, Dwarf_Word idx)
+{
+	Dwarf_Die cu;
+	Dwarf_Files *files;
+	size_t nfiles;
+	if (!dwarf_diecu(die, &cu, NULL, NULL) || dwarf_getsrcfiles(&cu, &files, &nfiles) != 0)
+		return NULL;
+	if (idx >= nfiles)
+		return NULL;
+	return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
+static uint32_t udata_attr(Dwarf_Die *die, int name)
+{
+	Dwarf_Attribute at;
+	Dwarf_Word v;
+	if (dwarf_formudata(dwarf_attr(die, name, &at), &v) != 0 || v > UINT32_MAX)
+		return 0;
+	return (uint32_t)v;
+}
+
+/* Walks the scopes around pc from the innermost inlined instance out to the function
+ * that holds the code: each inlined instance's call site is its caller's location. */
+static void resolve_inlines(Dwfl_Module *dm, Dwarf_Addr pc, const char *file, uint32_t line,
+			    uint32_t column, struct hp_sym_result *r)
+{
+	Dwarf_Addr bias;
+	Dwarf_Die *cudie = dwfl_module_addrdie(dm, pc, &bias);
+	if (!cudie)
+		return;
+	Dwarf_Die *scopes = NULL;
+	int n = dwarf_getscopes(cudie, pc - bias, &scopes);
+	if (n <= 0) {
+		free(scopes);
+		return;
+	}
+	/* dwarf_getscopes continues an inlined instance with its abstract definition's
+	 * containers; the physical nesting (inlined-into chain) comes from the DIE itself. */
+	Dwarf_Die inner = scopes[0];
+	free(scopes);
+	scopes = NULL;
+	n = dwarf_getscopes_die(&inner, &scopes);
+	for (int i = 0; i < n && r->nframes < HP_SYM_MAX_FRAMES; i++) {
+		Dwarf_Die *d = &scopes[i];
+		int tag = dwarf_tag(d);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
+		    tag != DW_TAG_entry_point)
+			continue;
+		push_frame(r, die_name(d), file, line, column);
+		if (tag != DW_TAG_inlined_subroutine)
+			break;
+		Dwarf_Attribute at;
+		Dwarf_Word idx;
+		file = NULL;
+		if (dwarf_formudata(dwarf_attr(d, DW_AT_call_file, &at), &idx) == 0)
+			file = call_file(d, idx);
+		line = udata_attr(d, DW_AT_call_line);
+		column = udata_attr(d, DW_AT_call_column);
+	}
+	free(scopes);
+}
+
+int hp_sym_resolve(struct hp_symbolizer *s, uint64_t addr, struct hp_sym_result *out)
+{
+	out->module_id = 0;
+	out->nframes = 0;
+	struct sym_module *m = find_module(s, addr);
+	if (!m)
+		return 0;
+	out->module_id = m->id;
+	if (!m->dm || addr == 0)
+		return 0;
+	Dwarf_Addr pc = addr - 1;
+
+	const char *file = NULL;
+	int line = 0, column = 0;
+	Dwfl_Line *ln = dwfl_module_getsrc(m->dm, pc);
+	if (ln)
+		file = dwfl_lineinfo(ln, NULL, &line, &column, NULL, NULL);
+	if (line < 0)
+		line = 0;
+	if (column < 0)
+		column = 0;
+
+	resolve_inlines(m->dm, pc, file, (uint32_t)line, (uint32_t)column, out);
+
+	GElf_Off off;
+	GElf_Sym sym;
+	const char *symname = dwfl_module_addrinfo(m->dm, pc, &off, &sym, NULL, NULL, NULL);
+	if (out->nframes == 0) {
+		if (symname || file)
+			push_frame(out, symname, file, (uint32_t)line, (uint32_t)column);
+	} else if (!out->frames[out->nframes - 1].function) {
+		out->frames[out->nframes - 1].function = name_dup(symname);
+	}
+	return (int)out->nframes;
+}
+
+void hp_sym_result_clear(struct hp_sym_result *r)
+{
+	for (uint32_t i = 0; i < r->nframes; i++) {
+		free(r->frames[i].function);
+		free(r->frames[i].file);
+	}
+	r->nframes = 0;
+}
