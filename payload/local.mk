@@ -1,1 +1,46 @@
-# payload/: see the header of each file for its contract.
+# payload/: the library injected into the target (see doc/design.md, "Payload").
+# Built without libtool and never with the sanitizer flags: its CFLAGS replace AM_CFLAGS.
+payload_PROGRAMS += payload/heapprof-payload.so
+payload_heapprof_payload_so_SOURCES = \
+	payload/payload.h payload/start.c \
+	payload/got.c payload/got.h \
+	payload/hooks.c payload/hooks.h \
+	payload/threads.c payload/threads.h \
+	payload/stacks.c payload/stacks.h \
+	payload/livemap.c payload/livemap.h \
+	payload/collector.c payload/collector.h
+payload_heapprof_payload_so_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -O2 -g -fPIC \
+	-fvisibility=hidden -fexceptions $(LIBUNWIND_CFLAGS)
+payload_heapprof_payload_so_LDFLAGS = -shared -static-libgcc -Wl,--exclude-libs,ALL -Wl,-soname,libheapprof-payload.so.1 \
+	-Wl,-z,now -Wl,--no-undefined
+# The unwinder for -fexceptions cleanups is linked in privately: libunwind exports
+# _Unwind_* too, and a libgcc_s loaded next to it would bind to it and outlive it.
+payload_heapprof_payload_so_LDADD = -lgcc_eh $(LIBUNWIND_LIBS) -lpthread
+
+# Tests of the payload (tests/unit/test-got*.c, test-payload*.c, gotlib*.c). They are
+# built without sanitizers: an instrumented allocator would sit between hooks and counts.
+HP_PAYLOAD_TEST_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -g -O1 $(CMOCKA_CFLAGS)
+HP_GOTLIB_LINK = -shared -Wl,--no-undefined
+check_PROGRAMS += tests/unit/gotlib-lazy.so tests/unit/gotlib-noplt.so \
+	tests/unit/gotlib-now.so tests/unit/test-got tests/unit/test-payload
+TESTS += tests/unit/test-got tests/unit/test-payload
+
+tests_unit_gotlib_lazy_so_SOURCES = tests/unit/gotlib.c
+tests_unit_gotlib_lazy_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O1 -fPIC
+tests_unit_gotlib_lazy_so_LDFLAGS = $(HP_GOTLIB_LINK) -Wl,-z,lazy
+tests_unit_gotlib_noplt_so_SOURCES = tests/unit/gotlib.c
+tests_unit_gotlib_noplt_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O1 -fPIC -fno-plt
+tests_unit_gotlib_noplt_so_LDFLAGS = $(HP_GOTLIB_LINK)
+tests_unit_gotlib_now_so_SOURCES = tests/unit/gotlib.c
+tests_unit_gotlib_now_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O1 -fPIC
+tests_unit_gotlib_now_so_LDFLAGS = $(HP_GOTLIB_LINK) -Wl,-z,now -Wl,-z,relro
+
+tests_unit_test_got_SOURCES = tests/unit/test-got.c payload/got.c payload/got.h
+tests_unit_test_got_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS)
+tests_unit_test_got_LDADD = $(CMOCKA_LIBS) -ldl
+
+tests_unit_test_payload_SOURCES = tests/unit/test-payload.c payload/got.c payload/got.h
+tests_unit_test_payload_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) \
+	-DPAYLOAD_PATH='"$(abs_top_builddir)/payload/heapprof-payload.so"'
+tests_unit_test_payload_LDFLAGS = -rdynamic
+tests_unit_test_payload_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS) -lpthread -ldl

@@ -1,0 +1,21 @@
+/* collector.h - the "heapprof" thread that streams rounds to the pipe.
+ *
+ * Contract: hp_collector_start starts the thread (every signal blocked, so a closed pipe
+ * can never raise SIGPIPE in the target) writing to wfd, which it then owns. Every
+ * interval it writes new MODULEs, new STACKs, the SITES deltas and the ROUND, with
+ * blocking writes. If a write fails it restores every slot, closes wfd and exits (quiet).
+ * hp_collector_stop (after the slots were restored) makes it write a final round and END,
+ * close wfd and exit, and joins it. hp_collector_fini unmaps its memory.
+ */
+#ifndef HEAPPROF_COLLECTOR_H
+#define HEAPPROF_COLLECTOR_H
+
+#include <stdint.h>
+
+int hp_collector_start(int wfd, uint64_t start_mono_ns);
+void hp_collector_stop(void);
+void hp_collector_fini(void);
+/* In a forked child: the pipe belongs to the parent's session. */
+void hp_collector_forget(void);
+
+#endif

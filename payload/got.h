@@ -1,0 +1,36 @@
+/* got.h - finding and rewriting a module's GOT slots.
+ *
+ * Contract: pure functions on one module, described by the dl_phdr_info that
+ * dl_iterate_phdr hands its callback. got_walk reports every R_X86_64_JUMP_SLOT and
+ * R_X86_64_GLOB_DAT relocation (DT_JMPREL and DT_RELA tables, each once) with its symbol
+ * name and slot address. got_write stores one pointer into a slot with a single aligned
+ * store, making a read-only (RELRO) page writable for the store and giving it back its
+ * protection. Call got_write only from inside the dl_iterate_phdr callback for the module,
+ * so that a concurrent dlclose cannot unmap the slot, and never from two threads at once
+ * for the same page (dl_iterate_phdr's lock serializes callers).
+ */
+#ifndef HEAPPROF_GOT_H
+#define HEAPPROF_GOT_H
+
+#include <link.h>
+#include <stdint.h>
+
+struct got_slot {
+	const char *name;
+	void **slot;
+	uint32_t type; /* R_X86_64_JUMP_SLOT or R_X86_64_GLOB_DAT */
+};
+
+typedef void (*got_fn)(const struct got_slot *s, void *arg);
+
+/* Calls fn for each slot; returns how many, or -1 if the module has no usable dynamic
+ * section. */
+int got_walk(const struct dl_phdr_info *info, got_fn fn, void *arg);
+
+/* The mapped range [*lo, *hi) of the module's PT_LOAD segments. */
+void got_module_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
+
+/* 0, or -errno if the page could not be made writable. */
+int got_write(const struct dl_phdr_info *info, void **slot, void *value);
+
+#endif

@@ -1,0 +1,481 @@
+#include "hooks.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "got.h"
+#include "hpformat.h"
+#include "livemap.h"
+#include "payload.h"
+#include "stacks.h"
+#include "threads.h"
+
+enum {
+	HK_MALLOC,
+	HK_CALLOC,
+	HK_REALLOC,
+	HK_REALLOCARRAY,
+	HK_FREE,
+	HK_POSIX_MEMALIGN,
+	HK_ALIGNED_ALLOC,
+	HK_MEMALIGN,
+	HK_VALLOC,
+	HK_PVALLOC,
+	HK_NEW,
+	HK_NEW_ARR,
+	HK_NEW_NT,
+	HK_NEW_ARR_NT,
+	HK_NEW_AL,
+	HK_NEW_ARR_AL,
+	HK_NEW_AL_NT,
+	HK_NEW_ARR_AL_NT,
+	HK_DEL,
+	HK_DEL_ARR,
+	HK_DEL_SZ,
+	HK_DEL_ARR_SZ,
+	HK_DEL_AL,
+	HK_DEL_ARR_AL,
+	HK_DEL_SZ_AL,
+	HK_DEL_ARR_SZ_AL,
+	HK_DEL_NT,
+	HK_DEL_ARR_NT,
+	HK_DEL_AL_NT,
+	HK_DEL_ARR_AL_NT,
+	HK_DLOPEN,
+	HK_COUNT
+};
+
+struct hook {
+	const char *name;
+	void *hook;
+	void *_Atomic real;
+};
+
+static struct hook hooks[HK_COUNT];
+
+/* Set when a lost event has no thread record to be counted in. */
+_Atomic uint64_t hp_lost_unrecorded;
+
+#define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
+
+static struct hp_thread *enter(void)
+{
+	if (!atomic_load_explicit(&hp.recording, memory_order_relaxed))
+		return NULL;
+	struct hp_thread *t = hp_thread_self();
+	if (!t) {
+		atomic_fetch_add_explicit(&hp_lost_unrecorded, 1, memory_order_relaxed);
+		return NULL;
+	}
+	if (t->guard)
+		return NULL;
+	t->guard = 1;
+	return t;
+}
+
+static void leave(struct hp_thread **t)
+{
+	if (*t)
+		(*t)->guard = 0;
+}
+
+/* The cleanup also runs when operator new throws, so the guard is never left set. */
+#define GUARDED struct hp_thread *t __attribute__((cleanup(leave))) = enter()
+
+static void lost(struct hp_thread *t)
+{
+	atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+}
+
+static void record_alloc(struct hp_thread *t, void *p, size_t n)
+{
+	uint64_t frames[HP_MAX_DEPTH];
+	unsigned d = hp_stack_capture(frames, hp.args.max_depth);
+	uint32_t id = hp_stack_intern(frames, d);
+	if (!id)
+		lost(t);
+	struct hp_live_val old, v = {.stack = id, .size = n};
+	int rc = hp_live_insert((uintptr_t)p, v, &old);
+	if (rc < 0) {
+		lost(t);
+		return;
+	}
+	/* The address was freed behind our back (a signal handler, an unpatched module):
+	 * that block is gone, so its site gets the free. */
+	if (rc == 1)
+		hp_thread_add(t, old.stack, 0, 0, 1, old.size);
+	hp_thread_add(t, id, 1, n, 0, 0);
+}
+
+static void record_free(struct hp_thread *t, void *p)
+{
+	struct hp_live_val v;
+	if (hp_live_remove((uintptr_t)p, &v))
+		hp_thread_add(t, v.stack, 0, 0, 1, v.size);
+	else
+		atomic_fetch_add_explicit(&t->untracked, 1, memory_order_relaxed);
+}
+
+static void *hk_malloc(size_t n)
+{
+	GUARDED;
+	void *p = REAL(HK_MALLOC, void *(*)(size_t))(n);
+	if (t && p)
+		record_alloc(t, p, n);
+	return p;
+}
+
+static void *hk_calloc(size_t a, size_t b)
+{
+	GUARDED;
+	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
+	if (t && p)
+		record_alloc(t, p, a * b);
+	return p;
+}
+
+static void hk_free(void *p)
+{
+	GUARDED;
+	if (t && p)
+		record_free(t, p);
+	REAL(HK_FREE, void (*)(void *))(p);
+}
+
+/* realloc is one event: the old block's site gets the free, the new one's the alloc. */
+static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(void *, size_t))
+{
+	if (!t)
+		return real(p, n);
+	if (!p) {
+		void *q = real(NULL, n);
+		if (q)
+			record_alloc(t, q, n);
+		return q;
+	}
+	struct hp_live_val v, old;
+	int had = hp_live_remove((uintptr_t)p, &v);
+	void *q = real(p, n);
+	if (!q && n) {
+		if (had && hp_live_insert((uintptr_t)p, v, &old) < 0) {
+			hp_thread_add(t, v.stack, 0, 0, 1, v.size);
+			lost(t);
+		}
+		return NULL;
+	}
+	if (had)
+		hp_thread_add(t, v.stack, 0, 0, 1, v.size);
+	else
+		atomic_fetch_add_explicit(&t->untracked, 1, memory_order_relaxed);
+	if (q)
+		record_alloc(t, q, n);
+	return q;
+}
+
+static void *hk_realloc(void *p, size_t n)
+{
+	GUARDED;
+	return do_realloc(t, p, n, REAL(HK_REALLOC, void *(*)(void *, size_t)));
+}
+
+static void *real_reallocarray_2(void *p, size_t n)
+{
+	return REAL(HK_REALLOC, void *(*)(void *, size_t))(p, n);
+}
+
+static void *hk_reallocarray(void *p, size_t a, size_t b)
+{
+	GUARDED;
+	size_t n;
+	if (!t || __builtin_mul_overflow(a, b, &n))
+		return REAL(HK_REALLOCARRAY, void *(*)(void *, size_t, size_t))(p, a, b);
+	return do_realloc(t, p, n, real_reallocarray_2);
+}
+
+static int hk_posix_memalign(void **pp, size_t al, size_t n)
+{
+	GUARDED;
+	int rc = REAL(HK_POSIX_MEMALIGN, int (*)(void **, size_t, size_t))(pp, al, n);
+	if (t && rc == 0 && *pp)
+		record_alloc(t, *pp, n);
+	return rc;
+}
+
+#define HOOK_AL(fn, id)                                                                            \
+	static void *fn(size_t al, size_t n)                                                       \
+	{                                                                                          \
+		GUARDED;                                                                           \
+		void *p = REAL(id, void *(*)(size_t, size_t))(al, n);                              \
+		if (t && p)                                                                        \
+			record_alloc(t, p, n);                                                     \
+		return p;                                                                          \
+	}
+
+HOOK_AL(hk_aligned_alloc, HK_ALIGNED_ALLOC)
+HOOK_AL(hk_memalign, HK_MEMALIGN)
+
+#define HOOK_1(fn, id)                                                                             \
+	static void *fn(size_t n)                                                                  \
+	{                                                                                          \
+		GUARDED;                                                                           \
+		void *p = REAL(id, void *(*)(size_t))(n);                                          \
+		if (t && p)                                                                        \
+			record_alloc(t, p, n);                                                     \
+		return p;                                                                          \
+	}
+
+HOOK_1(hk_valloc, HK_VALLOC)
+HOOK_1(hk_pvalloc, HK_PVALLOC)
+HOOK_1(hk_new, HK_NEW)
+HOOK_1(hk_new_arr, HK_NEW_ARR)
+
+/* The C++ tag arguments (std::nothrow_t const&, std::align_val_t) are passed through as
+ * what they are in the ABI: a pointer and a size_t. */
+#define HOOK_NEW2(fn, id, T)                                                                       \
+	static void *fn(size_t n, T x)                                                             \
+	{                                                                                          \
+		GUARDED;                                                                           \
+		void *p = REAL(id, void *(*)(size_t, T))(n, x);                                    \
+		if (t && p)                                                                        \
+			record_alloc(t, p, n);                                                     \
+		return p;                                                                          \
+	}
+
+HOOK_NEW2(hk_new_nt, HK_NEW_NT, const void *)
+HOOK_NEW2(hk_new_arr_nt, HK_NEW_ARR_NT, const void *)
+HOOK_NEW2(hk_new_al, HK_NEW_AL, size_t)
+HOOK_NEW2(hk_new_arr_al, HK_NEW_ARR_AL, size_t)
+
+#define HOOK_NEW3(fn, id)                                                                          \
+	static void *fn(size_t n, size_t al, const void *nt)                                       \
+	{                                                                                          \
+		GUARDED;                                                                           \
+		void *p = REAL(id, void *(*)(size_t, size_t, const void *))(n, al, nt);            \
+		if (t && p)                                                                        \
+			record_alloc(t, p, n);                                                     \
+		return p;                                                                          \
+	}
+
+HOOK_NEW3(hk_new_al_nt, HK_NEW_AL_NT)
+HOOK_NEW3(hk_new_arr_al_nt, HK_NEW_ARR_AL_NT)
+
+#define HOOK_DEL1(fn, id)                                                                          \
+	static void fn(void *p)                                                                    \
+	{                                                                                          \
+		GUARDED;                                                                           \
+		if (t && p)                                                                        \
+			record_free(t, p);                                                         \
+		REAL(id, void (*)(void *))(p);                                                     \
+	}
+
+HOOK_DEL1(hk_del, HK_DEL)
+HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
+
+#define HOOK_DEL2(fn, id, T)                                                                       \
+	static void fn(void *p, T x)                                                               \
+	{                                                                                          \
+		GUARDED;                                                                           \
+		if (t && p)                                                                        \
+			record_free(t, p);                                                         \
+		REAL(id, void (*)(void *, T))(p, x);                                               \
+	}
+
+HOOK_DEL2(hk_del_sz, HK_DEL_SZ, size_t)
+HOOK_DEL2(hk_del_arr_sz, HK_DEL_ARR_SZ, size_t)
+HOOK_DEL2(hk_del_al, HK_DEL_AL, size_t)
+HOOK_DEL2(hk_del_arr_al, HK_DEL_ARR_AL, size_t)
+HOOK_DEL2(hk_del_nt, HK_DEL_NT, const void *)
+HOOK_DEL2(hk_del_arr_nt, HK_DEL_ARR_NT, const void *)
+
+#define HOOK_DEL3(fn, id, T2, T3)                                                                  \
+	static void fn(void *p, T2 x, T3 y)                                                        \
+	{                                                                                          \
+		GUARDED;                                                                           \
+		if (t && p)                                                                        \
+			record_free(t, p);                                                         \
+		REAL(id, void (*)(void *, T2, T3))(p, x, y);                                       \
+	}
+
+HOOK_DEL3(hk_del_sz_al, HK_DEL_SZ_AL, size_t, size_t)
+HOOK_DEL3(hk_del_arr_sz_al, HK_DEL_ARR_SZ_AL, size_t, size_t)
+HOOK_DEL3(hk_del_al_nt, HK_DEL_AL_NT, size_t, const void *)
+HOOK_DEL3(hk_del_arr_al_nt, HK_DEL_ARR_AL_NT, size_t, const void *)
+
+/* Modules a dlopen brings in are patched right after it returns, outside any lock of ours:
+ * the patching itself runs under dl_iterate_phdr's lock only, so a dlopen nested in a
+ * constructor cannot invert a lock order. The loader attributes the call to the payload
+ * (caller-relative DT_RUNPATH and $ORIGIN are the payload's, which has neither). */
+static void *hk_dlopen(const char *file, int mode)
+{
+	void *h = REAL(HK_DLOPEN, void *(*)(const char *, int))(file, mode);
+	if (!h)
+		return h;
+	GUARDED;
+	if (t) {
+		hp_hooks_resolve();
+		hp_patch_all();
+	}
+	return h;
+}
+
+static struct hook hooks[HK_COUNT] = {
+    [HK_MALLOC] = {"malloc", (void *)hk_malloc, NULL},
+    [HK_CALLOC] = {"calloc", (void *)hk_calloc, NULL},
+    [HK_REALLOC] = {"realloc", (void *)hk_realloc, NULL},
+    [HK_REALLOCARRAY] = {"reallocarray", (void *)hk_reallocarray, NULL},
+    [HK_FREE] = {"free", (void *)hk_free, NULL},
+    [HK_POSIX_MEMALIGN] = {"posix_memalign", (void *)hk_posix_memalign, NULL},
+    [HK_ALIGNED_ALLOC] = {"aligned_alloc", (void *)hk_aligned_alloc, NULL},
+    [HK_MEMALIGN] = {"memalign", (void *)hk_memalign, NULL},
+    [HK_VALLOC] = {"valloc", (void *)hk_valloc, NULL},
+    [HK_PVALLOC] = {"pvalloc", (void *)hk_pvalloc, NULL},
+    [HK_NEW] = {"_Znwm", (void *)hk_new, NULL},
+    [HK_NEW_ARR] = {"_Znam", (void *)hk_new_arr, NULL},
+    [HK_NEW_NT] = {"_ZnwmRKSt9nothrow_t", (void *)hk_new_nt, NULL},
+    [HK_NEW_ARR_NT] = {"_ZnamRKSt9nothrow_t", (void *)hk_new_arr_nt, NULL},
+    [HK_NEW_AL] = {"_ZnwmSt11align_val_t", (void *)hk_new_al, NULL},
+    [HK_NEW_ARR_AL] = {"_ZnamSt11align_val_t", (void *)hk_new_arr_al, NULL},
+    [HK_NEW_AL_NT] = {"_ZnwmSt11align_val_tRKSt9nothrow_t", (void *)hk_new_al_nt, NULL},
+    [HK_NEW_ARR_AL_NT] = {"_ZnamSt11align_val_tRKSt9nothrow_t", (void *)hk_new_arr_al_nt, NULL},
+    [HK_DEL] = {"_ZdlPv", (void *)hk_del, NULL},
+    [HK_DEL_ARR] = {"_ZdaPv", (void *)hk_del_arr, NULL},
+    [HK_DEL_SZ] = {"_ZdlPvm", (void *)hk_del_sz, NULL},
+    [HK_DEL_ARR_SZ] = {"_ZdaPvm", (void *)hk_del_arr_sz, NULL},
+    [HK_DEL_AL] = {"_ZdlPvSt11align_val_t", (void *)hk_del_al, NULL},
+    [HK_DEL_ARR_AL] = {"_ZdaPvSt11align_val_t", (void *)hk_del_arr_al, NULL},
+    [HK_DEL_SZ_AL] = {"_ZdlPvmSt11align_val_t", (void *)hk_del_sz_al, NULL},
+    [HK_DEL_ARR_SZ_AL] = {"_ZdaPvmSt11align_val_t", (void *)hk_del_arr_sz_al, NULL},
+    [HK_DEL_NT] = {"_ZdlPvRKSt9nothrow_t", (void *)hk_del_nt, NULL},
+    [HK_DEL_ARR_NT] = {"_ZdaPvRKSt9nothrow_t", (void *)hk_del_arr_nt, NULL},
+    [HK_DEL_AL_NT] = {"_ZdlPvSt11align_val_tRKSt9nothrow_t", (void *)hk_del_al_nt, NULL},
+    [HK_DEL_ARR_AL_NT] = {"_ZdaPvSt11align_val_tRKSt9nothrow_t", (void *)hk_del_arr_al_nt, NULL},
+    [HK_DLOPEN] = {"dlopen", (void *)hk_dlopen, NULL},
+};
+
+void hp_hooks_resolve(void)
+{
+	int failed = 0;
+	for (int i = 0; i < HK_COUNT; i++) {
+		if (atomic_load(&hooks[i].real))
+			continue;
+		void *r = dlsym(RTLD_DEFAULT, hooks[i].name);
+		if (r)
+			atomic_store(&hooks[i].real, r);
+		else
+			failed = 1;
+	}
+	/* Leave no error of ours for the target's next dlerror(). */
+	if (failed)
+		dlerror();
+}
+
+static atomic_int patching; /* cleared for good by hp_unpatch_all */
+
+void hp_hooks_arm(void)
+{
+	atomic_store(&patching, 1);
+	atomic_store(&hp.recording, 1);
+}
+
+struct walk {
+	int restore;
+	int written;
+	uintptr_t lo, hi;
+	const struct dl_phdr_info *info;
+};
+
+static struct hook *find_hook(const char *name)
+{
+	/* Every hooked name starts with one of these. */
+	if (name[0] != 'm' && name[0] != 'c' && name[0] != 'r' && name[0] != 'f' &&
+	    name[0] != 'p' && name[0] != 'a' && name[0] != 'v' && name[0] != '_' && name[0] != 'd')
+		return NULL;
+	for (int i = 0; i < HK_COUNT; i++)
+		if (strcmp(name, hooks[i].name) == 0)
+			return &hooks[i];
+	return NULL;
+}
+
+/* A lazy JUMP_SLOT still points at its PLT entry: [endbr64] push $index. */
+static int is_lazy_stub(const struct walk *w, uintptr_t v)
+{
+	if (v < w->lo || v >= w->hi)
+		return 0;
+	const uint8_t *c = (const uint8_t *)v;
+	if (c[0] == 0x68)
+		return 1;
+	return c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa && c[4] == 0x68;
+}
+
+static void slot_cb(const struct got_slot *s, void *arg)
+{
+	struct walk *w = arg;
+	struct hook *h = find_hook(s->name);
+	if (!h)
+		return;
+	void *real = atomic_load(&h->real);
+	void *cur = __atomic_load_n(s->slot, __ATOMIC_ACQUIRE);
+	if (!real)
+		return;
+	if (w->restore) {
+		if (cur == h->hook && got_write(w->info, s->slot, real) == 0)
+			w->written++;
+		return;
+	}
+	if (cur == real || (s->type == R_X86_64_JUMP_SLOT && is_lazy_stub(w, (uintptr_t)cur))) {
+		if (got_write(w->info, s->slot, h->hook) == 0)
+			w->written++;
+	}
+}
+
+static int skip_module(const struct dl_phdr_info *info)
+{
+	if (info->dlpi_addr == hp.base)
+		return 1;
+	uintptr_t ph = (uintptr_t)info->dlpi_phdr;
+	uintptr_t vdso = getauxval(AT_SYSINFO_EHDR);
+	if (vdso && ph >= vdso && ph < vdso + 65536)
+		return 1;
+	uintptr_t ldso = getauxval(AT_BASE);
+	if (ldso && info->dlpi_addr == ldso)
+		return 1;
+	const char *n = info->dlpi_name ? info->dlpi_name : "";
+	return strstr(n, "/ld-linux") || strncmp(n, "ld-linux", 8) == 0 || strstr(n, "libunwind");
+}
+
+static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct walk *w = arg;
+	if (skip_module(info))
+		return 0;
+	if (!w->restore && !atomic_load(&patching))
+		return 1;
+	w->info = info;
+	got_module_range(info, &w->lo, &w->hi);
+	got_walk(info, slot_cb, w);
+	return 0;
+}
+
+int hp_patch_all(void)
+{
+	struct walk w = {.restore = 0};
+	dl_iterate_phdr(phdr_cb, &w);
+	return w.written;
+}
+
+int hp_unpatch_all(void)
+{
+	struct walk w = {.restore = 1};
+	atomic_store(&patching, 0);
+	atomic_store(&hp.recording, 0);
+	dl_iterate_phdr(phdr_cb, &w);
+	return w.written;
+}

@@ -1,0 +1,135 @@
+#include "livemap.h"
+
+#include "payload.h"
+
+#define SHARDS 64u
+#define SHARD_MIN 256u
+
+struct entry {
+	uint64_t addr; /* 0 = empty */
+	uint64_t size;
+	uint32_t stack;
+	uint32_t reserved;
+};
+
+struct shard {
+	hp_spin lock;
+	uint32_t mask;
+	uint64_t count;
+	struct entry *e;
+	char pad[64 - 24];
+};
+
+static struct shard *shards;
+
+int hp_live_init(void)
+{
+	shards = hp_map(SHARDS * sizeof *shards);
+	return shards ? 0 : -1;
+}
+
+void hp_live_fini(void)
+{
+	if (!shards)
+		return;
+	for (unsigned i = 0; i < SHARDS; i++)
+		if (shards[i].e)
+			hp_unmap(shards[i].e, ((size_t)shards[i].mask + 1) * sizeof(struct entry));
+	hp_unmap(shards, SHARDS * sizeof *shards);
+	shards = NULL;
+}
+
+static inline uint64_t addr_hash(uintptr_t a)
+{
+	return hp_hash64(a);
+}
+
+static inline struct shard *shard_of(uint64_t h)
+{
+	return &shards[h >> 58];
+}
+
+static void put(struct entry *e, uint32_t mask, const struct entry *x)
+{
+	uint32_t i = (uint32_t)addr_hash(x->addr) & mask;
+	while (e[i].addr)
+		i = (i + 1) & mask;
+	e[i] = *x;
+}
+
+static int grow(struct shard *s)
+{
+	uint32_t cap = s->e ? (s->mask + 1) * 2 : SHARD_MIN;
+	struct entry *e = hp_map((size_t)cap * sizeof *e);
+	if (!e)
+		return -1;
+	for (uint32_t i = 0; s->e && i <= s->mask; i++)
+		if (s->e[i].addr)
+			put(e, cap - 1, &s->e[i]);
+	if (s->e)
+		hp_unmap(s->e, ((size_t)s->mask + 1) * sizeof *e);
+	s->e = e;
+	s->mask = cap - 1;
+	return 0;
+}
+
+int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
+{
+	uint64_t h = addr_hash(addr);
+	struct shard *s = shard_of(h);
+	int rc = 0;
+	hp_spin_lock(&s->lock);
+	if ((!s->e || (s->count + 1) * 4 > ((uint64_t)s->mask + 1) * 3) && grow(s) < 0) {
+		hp_spin_unlock(&s->lock);
+		return -1;
+	}
+	uint32_t i = (uint32_t)h & s->mask;
+	while (s->e[i].addr && s->e[i].addr != addr)
+		i = (i + 1) & s->mask;
+	if (s->e[i].addr) {
+		old->stack = s->e[i].stack;
+		old->size = s->e[i].size;
+		rc = 1;
+	} else {
+		s->count++;
+	}
+	s->e[i] = (struct entry){.addr = addr, .size = v.size, .stack = v.stack};
+	hp_spin_unlock(&s->lock);
+	return rc;
+}
+
+int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
+{
+	uint64_t h = addr_hash(addr);
+	struct shard *s = shard_of(h);
+	hp_spin_lock(&s->lock);
+	if (!s->e) {
+		hp_spin_unlock(&s->lock);
+		return 0;
+	}
+	uint32_t m = s->mask, i = (uint32_t)h & m;
+	while (s->e[i].addr && s->e[i].addr != addr)
+		i = (i + 1) & m;
+	if (!s->e[i].addr) {
+		hp_spin_unlock(&s->lock);
+		return 0;
+	}
+	v->stack = s->e[i].stack;
+	v->size = s->e[i].size;
+	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
+	uint32_t j = i;
+	for (;;) {
+		j = (j + 1) & m;
+		if (!s->e[j].addr)
+			break;
+		uint32_t home = (uint32_t)addr_hash(s->e[j].addr) & m;
+		if (((j - home) & m) >= ((j - i) & m)) {
+			s->e[i] = s->e[j];
+			i = j;
+		}
+	}
+	s->e[i] = (struct entry){0};
+	s->count--;
+	hp_spin_unlock(&s->lock);
+	return 1;
+}

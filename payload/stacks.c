@@ -1,0 +1,179 @@
+#include "stacks.h"
+
+#include <libunwind.h>
+#include <string.h>
+
+#include "hpformat.h"
+#include "payload.h"
+
+#define CLAIMING UINT32_MAX
+
+enum { ENT_PENDING = 0, ENT_READY = 1 };
+
+struct ent {
+	uint64_t hash;
+	uint64_t off; /* into the frame arena */
+	uint32_t depth;
+	atomic_uint state;
+	uint32_t sent;
+	uint32_t reserved;
+};
+
+static struct {
+	_Atomic uint32_t *slots; /* hash index -> id; 0 empty, CLAIMING while written */
+	struct ent *ents;	 /* by id */
+	uint64_t *arena;
+	uint32_t nslots, max_ids;
+	uint64_t arena_cap; /* frames */
+	_Atomic uint32_t next_id;
+	_Atomic uint64_t arena_used;
+	uint32_t sent_upto; /* collector: every id below it was sent or is dead */
+} st;
+
+int hp_stacks_init(uint64_t max_memory)
+{
+	st.max_ids = 1u << 18;
+	st.arena_cap = 8u << 20;
+	if (max_memory && max_memory / 4 / sizeof(uint64_t) < st.arena_cap) {
+		st.arena_cap = max_memory / 4 / sizeof(uint64_t);
+		while (st.max_ids > 1024 &&
+		       (uint64_t)st.max_ids * sizeof(struct ent) * 8 > max_memory)
+			st.max_ids /= 2;
+	}
+	st.nslots = st.max_ids * 2;
+	st.slots = hp_reserve(st.nslots * sizeof *st.slots);
+	st.ents = hp_reserve(((size_t)st.max_ids + 1) * sizeof *st.ents);
+	st.arena = hp_reserve(st.arena_cap * sizeof *st.arena);
+	atomic_store(&st.next_id, 1);
+	atomic_store(&st.arena_used, 0);
+	st.sent_upto = 1;
+	if (!st.slots || !st.ents || !st.arena)
+		return -1;
+	return 0;
+}
+
+void hp_stacks_fini(void)
+{
+	if (st.slots)
+		hp_unreserve((void *)st.slots, st.nslots * sizeof *st.slots);
+	if (st.ents)
+		hp_unreserve(st.ents, ((size_t)st.max_ids + 1) * sizeof *st.ents);
+	if (st.arena)
+		hp_unreserve(st.arena, st.arena_cap * sizeof *st.arena);
+	memset(&st, 0, sizeof st);
+}
+
+uint64_t hp_stacks_bytes(void)
+{
+	uint32_t ids = atomic_load_explicit(&st.next_id, memory_order_relaxed);
+	uint64_t used = atomic_load_explicit(&st.arena_used, memory_order_relaxed);
+	if (used > st.arena_cap)
+		used = st.arena_cap;
+	return (uint64_t)ids * sizeof(struct ent) + (uint64_t)ids * 2 * sizeof(uint32_t) +
+	       used * sizeof(uint64_t);
+}
+
+unsigned hp_stack_capture(uint64_t *frames, unsigned max)
+{
+	void *buf[HP_MAX_DEPTH + 16];
+	unsigned want =
+	    max + 16 < sizeof buf / sizeof buf[0] ? max + 16 : sizeof buf / sizeof buf[0];
+	int n = unw_backtrace(buf, (int)want);
+	int i = 0;
+	while (i < n && (uintptr_t)buf[i] >= hp.text_lo && (uintptr_t)buf[i] < hp.text_hi)
+		i++;
+	unsigned d = 0;
+	for (; i < n && d < max; i++)
+		frames[d++] = (uint64_t)(uintptr_t)buf[i];
+	return d;
+}
+
+static uint64_t frames_hash(const uint64_t *f, unsigned depth)
+{
+	uint64_t h = depth;
+	for (unsigned i = 0; i < depth; i++)
+		h = hp_hash64(h ^ f[i]);
+	return h | 1;
+}
+
+static int same(const struct ent *e, uint64_t h, const uint64_t *f, unsigned depth)
+{
+	return e->hash == h && e->depth == depth &&
+	       memcmp(&st.arena[e->off], f, depth * sizeof *f) == 0;
+}
+
+/* Fills a freshly claimed slot; returns the id or 0 if a bound was reached. */
+static uint32_t publish(_Atomic uint32_t *slot, uint64_t h, const uint64_t *f, unsigned depth)
+{
+	uint64_t off = atomic_fetch_add(&st.arena_used, depth);
+	uint32_t id = 0;
+	if (off + depth <= st.arena_cap)
+		id = atomic_fetch_add(&st.next_id, 1);
+	if (id == 0 || id > st.max_ids) {
+		if (id > st.max_ids)
+			atomic_fetch_sub(&st.next_id, 1);
+		atomic_store_explicit(slot, 0, memory_order_release);
+		return 0;
+	}
+	struct ent *e = &st.ents[id];
+	memcpy(&st.arena[off], f, depth * sizeof *f);
+	e->hash = h;
+	e->off = off;
+	e->depth = depth;
+	atomic_store_explicit(&e->state, ENT_READY, memory_order_release);
+	atomic_store_explicit(slot, id, memory_order_release);
+	return id;
+}
+
+uint32_t hp_stack_intern(const uint64_t *f, unsigned depth)
+{
+	uint64_t h = frames_hash(f, depth);
+	uint32_t mask = st.nslots - 1;
+	uint32_t i = (uint32_t)h & mask;
+	for (uint32_t probes = 0; probes < st.nslots;) {
+		_Atomic uint32_t *slot = &st.slots[i];
+		uint32_t id;
+		unsigned spins = 0;
+		/* A slot being claimed may turn out to hold this very stack: wait for it. */
+		while ((id = atomic_load_explicit(slot, memory_order_acquire)) == CLAIMING)
+			if (++spins > 64)
+				sched_yield();
+		if (id == 0) {
+			if (atomic_load_explicit(&st.next_id, memory_order_relaxed) > st.max_ids)
+				return 0;
+			uint32_t expect = 0;
+			if (atomic_compare_exchange_strong(slot, &expect, CLAIMING))
+				return publish(slot, h, f, depth);
+			continue; /* someone else claimed it: look again */
+		}
+		if (same(&st.ents[id], h, f, depth))
+			return id;
+		probes++;
+		i = (i + 1) & mask;
+	}
+	return 0;
+}
+
+void hp_stacks_each_new(hp_stack_fn fn, void *arg)
+{
+	uint32_t end = atomic_load_explicit(&st.next_id, memory_order_acquire);
+	if (end > st.max_ids + 1)
+		end = st.max_ids + 1;
+	int contiguous = 1;
+	for (uint32_t id = st.sent_upto; id < end; id++) {
+		struct ent *e = &st.ents[id];
+		if (e->sent) {
+			if (contiguous)
+				st.sent_upto = id + 1;
+			continue;
+		}
+		if (atomic_load_explicit(&e->state, memory_order_acquire) != ENT_READY) {
+			contiguous = 0;
+			continue;
+		}
+		fn(id, &st.arena[e->off], e->depth, arg);
+		e->sent = 1;
+		if (contiguous)
+			st.sent_upto = id + 1;
+	}
+}

@@ -1,0 +1,28 @@
+/* stacks.h - capturing and interning call stacks.
+ *
+ * Contract: hp_stack_capture unwinds the caller with libunwind's unw_backtrace and drops
+ * the payload's own frames by address, so frames[0] is the return address into the caller
+ * of the hooked function. hp_stack_intern gives equal stacks one id (>= 1) in a global
+ * lock-free bounded table; 0 means the table is full. An id is returned only once its
+ * frames are fully written, so hp_stacks_each_new (collector only) can hand each stack
+ * that any thread holds an id for exactly once, at the latest in the round after.
+ */
+#ifndef HEAPPROF_STACKS_H
+#define HEAPPROF_STACKS_H
+
+#include <stdint.h>
+
+int hp_stacks_init(uint64_t max_memory);
+void hp_stacks_fini(void);
+
+/* Fills frames[0..max) and returns the depth. */
+unsigned hp_stack_capture(uint64_t *frames, unsigned max);
+uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
+
+typedef void (*hp_stack_fn)(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg);
+void hp_stacks_each_new(hp_stack_fn fn, void *arg);
+
+/* Bytes of the table in use. */
+uint64_t hp_stacks_bytes(void);
+
+#endif

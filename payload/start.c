@@ -1,0 +1,219 @@
+/* start.c - heapprof_start / heapprof_stop (hpabi.h) and the payload's lifetime.
+ *
+ * One session per load: start after stop returns -EBUSY (the injector dlcloses the
+ * payload after a stop, and a fresh load starts with fresh state). heapprof_stop never
+ * unmaps anything, because a thread may still be inside a hook; the destructor, which
+ * runs in dlclose once the injector has seen no thread in payload code, unmaps it all.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector.h"
+#include "got.h"
+#include "hooks.h"
+#include "hpabi.h"
+#include "hpformat.h"
+#include "hpstream.h"
+#include "livemap.h"
+#include "payload.h"
+#include "stacks.h"
+#include "threads.h"
+
+struct hp_payload hp;
+_Atomic uint64_t hp_mapped_bytes;
+
+enum { ST_IDLE, ST_RUNNING, ST_STOPPED };
+
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+static int state = ST_IDLE;
+static int atfork_done;
+
+size_t hp_page_round(size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+void *hp_reserve(size_t len)
+{
+	void *p = mmap(NULL, hp_page_round(len), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void hp_unreserve(void *p, size_t len)
+{
+	munmap(p, hp_page_round(len));
+}
+
+void *hp_map(size_t len)
+{
+	void *p = hp_reserve(len);
+	if (p)
+		atomic_fetch_add(&hp_mapped_bytes, hp_page_round(len));
+	return p;
+}
+
+void hp_unmap(void *p, size_t len)
+{
+	hp_unreserve(p, len);
+	atomic_fetch_sub(&hp_mapped_bytes, hp_page_round(len));
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int self_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	uintptr_t lo, hi, me = (uintptr_t)&self_cb;
+	got_module_range(info, &lo, &hi);
+	if (me < lo || me >= hi)
+		return 0;
+	hp.base = info->dlpi_addr;
+	hp.text_lo = lo;
+	hp.text_hi = hi;
+	return 1;
+}
+
+/* A forked child has no collector and must not write the parent's pipe. */
+static void atfork_child(void)
+{
+	atomic_store(&hp.recording, 0);
+	hp_collector_forget();
+	state = ST_STOPPED;
+}
+
+static int validate(const struct hp_start_args *a)
+{
+	if (!a || a->abi_version != HP_ABI_VERSION)
+		return -EINVAL;
+	if (a->mode != HP_MODE_FULL)
+		return -EINVAL;
+	if (a->interval_ms < 10 || a->max_depth < 1 || a->max_depth > HP_MAX_DEPTH)
+		return -EINVAL;
+	return 0;
+}
+
+static void release_memory(void)
+{
+	hp_collector_fini();
+	hp_stacks_fini();
+	hp_live_fini();
+	hp_threads_fini();
+}
+
+static int write_hello(int fd, uint64_t mono)
+{
+	uint8_t
+	    b[sizeof(struct hp_file_header) + sizeof(struct hp_rec_hdr) + sizeof(struct hp_hello)];
+	struct hp_file_header fh = {.version = HP_FORMAT_VERSION};
+	memcpy(fh.magic, HP_MAGIC, sizeof fh.magic);
+	struct hp_hello h = {
+	    .pid = (uint32_t)getpid(),
+	    .mode = hp.args.mode,
+	    .interval_ms = hp.args.interval_ms,
+	    .max_depth = hp.args.max_depth,
+	    .sample_rate = 0,
+	    .start_mono_ns = mono,
+	    .start_real_ns = clock_ns(CLOCK_REALTIME),
+	};
+	memcpy(b, &fh, sizeof fh);
+	size_t o = sizeof fh + hp_rec_put_hdr(b + sizeof fh, HP_REC_HELLO, sizeof h);
+	memcpy(b + o, &h, sizeof h);
+	/* The pipe is empty and far larger than this: one write cannot be short. */
+	return write(fd, b, sizeof b) == (ssize_t)sizeof b ? 0 : -EIO;
+}
+
+/* *patched tells whether hooks may have run: then the memory must stay until unload. */
+static int start_locked(const struct hp_start_args *args, int *patched)
+{
+	hp.args = *args;
+	if (!dl_iterate_phdr(self_cb, NULL))
+		return -ENOENT;
+	if (hp_threads_init() < 0 || hp_live_init() < 0 || hp_stacks_init(args->max_memory) < 0)
+		return -ENOMEM;
+	/* From here on this (borrowed) thread's own allocations are the payload's. */
+	struct hp_thread *self = hp_thread_self();
+	if (self)
+		self->guard = 1;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		int e = -errno;
+		if (self)
+			self->guard = 0;
+		return e;
+	}
+	uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+	int rc = write_hello(p[1], mono);
+	if (rc == 0) {
+		hp_hooks_resolve();
+		hp_hooks_arm();
+		*patched = 1;
+		hp_patch_all();
+		rc = hp_collector_start(p[1], mono);
+		if (rc < 0)
+			hp_unpatch_all();
+	}
+	if (rc == 0 && !atfork_done && pthread_atfork(NULL, NULL, atfork_child) == 0)
+		atfork_done = 1;
+	if (self)
+		self->guard = 0;
+	if (rc < 0) {
+		close(p[0]);
+		close(p[1]);
+		return rc;
+	}
+	return p[0];
+}
+
+HP_EXPORT int heapprof_start(const struct hp_start_args *args)
+{
+	int rc = validate(args);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&state_lock);
+	if (state != ST_IDLE) {
+		pthread_mutex_unlock(&state_lock);
+		return -EBUSY;
+	}
+	int patched = 0;
+	rc = start_locked(args, &patched);
+	if (rc >= 0)
+		state = ST_RUNNING;
+	else if (patched)
+		state = ST_STOPPED;
+	else
+		release_memory();
+	pthread_mutex_unlock(&state_lock);
+	return rc;
+}
+
+HP_EXPORT int heapprof_stop(void)
+{
+	pthread_mutex_lock(&state_lock);
+	if (state == ST_RUNNING) {
+		hp_unpatch_all();
+		hp_collector_stop();
+		state = ST_STOPPED;
+	}
+	pthread_mutex_unlock(&state_lock);
+	return 0;
+}
+
+__attribute__((destructor)) static void payload_unload(void)
+{
+	heapprof_stop();
+	release_memory();
+}

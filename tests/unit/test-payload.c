@@ -1,0 +1,412 @@
+/* test-payload.c - the payload end to end in one process, without the injector.
+ *
+ * The test dlopens the built payload, starts it, runs a known workload in 4 threads and
+ * checks the stream (read with hpstream.h) against it, then checks that stop and dlclose
+ * leave no mapping and no fd behind, and that a reader closing the pipe makes the payload
+ * go quiet without a SIGPIPE. While the payload records, nothing here allocates but the
+ * workload: threads, buffers and the reader's record buffer are all made beforehand.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hpabi.h"
+#include "hpformat.h"
+#include "hpstream.h"
+#include "payload/got.h"
+
+#define NTHREADS 4
+#define NALLOC 1000
+#define ASIZE 48
+#define NCALLOC 10
+#define MAX_STACKS 8192
+#define MAX_MODS 256
+
+static hp_start_fn start_fn;
+static hp_stop_fn stop_fn;
+static void *handle;
+
+static void load(void)
+{
+	handle = dlopen(PAYLOAD_PATH, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(handle);
+	start_fn = (hp_start_fn)dlsym(handle, HP_START_SYMBOL);
+	stop_fn = (hp_stop_fn)dlsym(handle, HP_STOP_SYMBOL);
+	assert_non_null(start_fn);
+	assert_non_null(stop_fn);
+}
+
+static const struct hp_start_args args = {
+    .abi_version = HP_ABI_VERSION,
+    .mode = HP_MODE_FULL,
+    .interval_ms = 50,
+    .max_depth = 32,
+};
+
+/* The known allocation sites; noinline and no tail call, so frames[0] lies in them. */
+__attribute__((noinline)) void *site_malloc(size_t n);
+__attribute__((noinline)) void *site_calloc(size_t a, size_t b);
+__attribute__((noinline)) void *site_malloc(size_t n)
+{
+	void *p = malloc(n);
+	__asm__ volatile("" ::"r"(p) : "memory");
+	return p;
+}
+
+__attribute__((noinline)) void *site_calloc(size_t a, size_t b)
+{
+	void *p = calloc(a, b);
+	__asm__ volatile("" ::"r"(p) : "memory");
+	return p;
+}
+
+static pthread_barrier_t go, done, leave;
+static void *blocks[NTHREADS][NALLOC];
+static void *keep[NTHREADS][NCALLOC + 1];
+
+static void *worker(void *arg)
+{
+	int k = (int)(intptr_t)arg;
+	pthread_barrier_wait(&go);
+	for (int i = 0; i < NALLOC; i++)
+		blocks[k][i] = site_malloc(ASIZE);
+	for (int i = 0; i < NALLOC / 2; i++)
+		free(blocks[k][i]);
+	for (int i = 0; i < NCALLOC; i++)
+		keep[k][i] = site_calloc(4, 16);
+	void *p = malloc(10), *m = NULL;
+	keep[k][NCALLOC] = realloc(p, 20);
+	if (posix_memalign(&m, 64, 128) == 0)
+		free(m);
+	pthread_barrier_wait(&done);
+	pthread_barrier_wait(&leave);
+	for (int i = NALLOC / 2; i < NALLOC; i++)
+		free(blocks[k][i]);
+	for (int i = 0; i <= NCALLOC; i++)
+		free(keep[k][i]);
+	return NULL;
+}
+
+/* What the reader thread saw; static, so reading allocates nothing. */
+static struct {
+	struct hp_reader r;
+	int fd;
+	int hello, ends, end_reason, order_ok, rounds, err;
+	struct hp_round last;
+	uint64_t frame0[MAX_STACKS], depth[MAX_STACKS];
+	int have[MAX_STACKS];
+	struct hp_site_delta sum[MAX_STACKS];
+	char mods[MAX_MODS][256];
+	int nmods;
+} rd;
+
+static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
+{
+	const uint8_t *end = b + len;
+	if (type == HP_REC_HELLO) {
+		rd.hello++;
+	} else if (type == HP_REC_MODULE) {
+		struct hp_module m;
+		if (hp_take(&b, end, &m, sizeof m) && rd.nmods < MAX_MODS) {
+			size_t n = m.path_len < 255 ? m.path_len : 255;
+			memcpy(rd.mods[rd.nmods], b, n);
+			rd.mods[rd.nmods++][n] = 0;
+		}
+	} else if (type == HP_REC_STACK) {
+		struct hp_stack s;
+		uint64_t f0 = 0;
+		if (!hp_take(&b, end, &s, sizeof s) || s.id >= MAX_STACKS)
+			return;
+		if (s.depth)
+			hp_take(&b, end, &f0, sizeof f0);
+		rd.have[s.id] = 1;
+		rd.frame0[s.id] = f0;
+		rd.depth[s.id] = s.depth;
+	} else if (type == HP_REC_SITES) {
+		struct hp_sites h;
+		struct hp_site_delta d;
+		if (!hp_take(&b, end, &h, sizeof h))
+			return;
+		for (uint32_t i = 0; i < h.count && hp_take(&b, end, &d, sizeof d); i++) {
+			if (d.stack_id >= MAX_STACKS)
+				continue;
+			if (d.stack_id && !rd.have[d.stack_id])
+				rd.order_ok = 0;
+			rd.sum[d.stack_id].allocs += d.allocs;
+			rd.sum[d.stack_id].alloc_bytes += d.alloc_bytes;
+			rd.sum[d.stack_id].frees += d.frees;
+			rd.sum[d.stack_id].freed_bytes += d.freed_bytes;
+		}
+	} else if (type == HP_REC_ROUND) {
+		hp_take(&b, end, &rd.last, sizeof rd.last);
+		rd.rounds++;
+	} else if (type == HP_REC_END) {
+		struct hp_end e;
+		if (hp_take(&b, end, &e, sizeof e))
+			rd.end_reason = (int)e.reason;
+		rd.ends++;
+	}
+}
+
+static void *reader(void *arg)
+{
+	uint8_t *buf = arg;
+	pthread_barrier_wait(&go);
+	if (hp_reader_open(&rd.r, rd.fd) < 0) {
+		rd.err = 1;
+		return NULL;
+	}
+	rd.r.buf = buf;
+	rd.r.cap = 1u << 20;
+	uint32_t type, len;
+	const uint8_t *body;
+	int rc;
+	while ((rc = hp_read_record(&rd.r, &type, &body, &len)) == 1)
+		on_record(type, body, len);
+	if (rc < 0)
+		rd.err = 1;
+	return NULL;
+}
+
+/* Open fds other than pipes: libunwind opens a memory-validation pipe on its first use
+ * and keeps it for the life of the process, even across its unload (see the report). */
+static int count_fds(void)
+{
+	int n = 0;
+	struct dirent *e;
+	struct stat sb;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (fstatat(dirfd(d), e->d_name, &sb, 0) == 0 && !S_ISFIFO(sb.st_mode))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static int count_pipes(void)
+{
+	int n = 0;
+	struct dirent *e;
+	struct stat sb;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (fstatat(dirfd(d), e->d_name, &sb, 0) == 0 && S_ISFIFO(sb.st_mode))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static int payload_mapped(void)
+{
+	char line[512];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, "heapprof-payload"))
+			found = 1;
+	fclose(f);
+	return found;
+}
+
+static int in_function(uint64_t addr, void *fn)
+{
+	Dl_info info;
+	return dladdr((void *)(uintptr_t)addr, &info) && info.dli_saddr == fn;
+}
+
+static void test_end_to_end(void **state)
+{
+	(void)state;
+	int fds0 = count_fds(), pipes0 = count_pipes();
+	load();
+	void *pre = malloc(100);
+	__asm__ volatile("" ::"r"(pre) : "memory"); /* keep the compiler from pairing it away */
+	uint8_t *rbuf = malloc(1u << 20);
+	assert_non_null(rbuf);
+	memset(&rd, 0, sizeof rd);
+	rd.order_ok = 1;
+	pthread_barrier_init(&go, NULL, NTHREADS + 2);
+	pthread_barrier_init(&done, NULL, NTHREADS + 1);
+	pthread_barrier_init(&leave, NULL, NTHREADS + 1);
+	pthread_t th[NTHREADS], rt;
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i), 0);
+	assert_int_equal(pthread_create(&rt, NULL, reader, rbuf), 0);
+
+	rd.fd = start_fn(&args);
+	assert_true(rd.fd >= 0);
+	pthread_barrier_wait(&go);
+	pthread_barrier_wait(&done);
+	free(pre);
+	assert_int_equal(stop_fn(), 0);
+	pthread_barrier_wait(&leave);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	pthread_join(rt, NULL);
+	hp_reader_close(&rd.r);
+	close(rd.fd);
+
+	assert_int_equal(rd.err, 0);
+	assert_int_equal(rd.hello, 1);
+	assert_int_equal(rd.ends, 1);
+	assert_int_equal(rd.end_reason, HP_END_DETACH);
+	assert_true(rd.last.flags & HP_ROUND_FINAL);
+	assert_int_equal(rd.rounds, rd.last.seq);
+	assert_true(rd.order_ok);
+
+	const uint64_t allocs = NTHREADS * (NALLOC + NCALLOC + 3);
+	const uint64_t bytes = NTHREADS * (NALLOC * ASIZE + NCALLOC * 64 + 10 + 20 + 128);
+	const uint64_t frees = NTHREADS * (NALLOC / 2 + 2);
+	const uint64_t fbytes = NTHREADS * (NALLOC / 2 * ASIZE + 10 + 128);
+	assert_int_equal(rd.last.allocs, allocs);
+	assert_int_equal(rd.last.alloc_bytes, bytes);
+	assert_int_equal(rd.last.frees, frees);
+	assert_int_equal(rd.last.freed_bytes, fbytes);
+	assert_int_equal(rd.last.untracked_frees, 1);
+	assert_int_equal(rd.last.live_blocks, allocs - frees);
+	assert_int_equal(rd.last.live_bytes, bytes - fbytes);
+	assert_int_equal(rd.last.lost, 0);
+	assert_true(rd.last.payload_bytes > 0);
+
+	struct hp_site_delta m = {0}, c = {0};
+	int mstacks = 0;
+	for (int id = 1; id < MAX_STACKS; id++) {
+		if (!rd.have[id])
+			continue;
+		struct hp_site_delta *d = NULL;
+		if (in_function(rd.frame0[id], (void *)site_malloc)) {
+			d = &m;
+			mstacks++;
+		} else if (in_function(rd.frame0[id], (void *)site_calloc)) {
+			d = &c;
+		}
+		if (!d)
+			continue;
+		d->allocs += rd.sum[id].allocs;
+		d->alloc_bytes += rd.sum[id].alloc_bytes;
+		d->frees += rd.sum[id].frees;
+		d->freed_bytes += rd.sum[id].freed_bytes;
+	}
+	assert_true(mstacks >= 1);
+	assert_int_equal(m.allocs, NTHREADS * NALLOC);
+	assert_int_equal(m.alloc_bytes, NTHREADS * NALLOC * ASIZE);
+	assert_int_equal(m.frees, NTHREADS * NALLOC / 2);
+	assert_int_equal(m.freed_bytes, NTHREADS * NALLOC / 2 * ASIZE);
+	assert_int_equal(c.allocs, NTHREADS * NCALLOC);
+	assert_int_equal(c.alloc_bytes, NTHREADS * NCALLOC * 64);
+	assert_int_equal(c.frees, 0);
+
+	char exe[256] = "";
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	assert_true(n > 0);
+	exe[n] = 0;
+	int seen = 0;
+	for (int i = 0; i < rd.nmods; i++)
+		seen |= strcmp(rd.mods[i], exe) == 0;
+	assert_true(seen);
+
+	assert_int_equal(stop_fn(), 0);
+	assert_int_equal(start_fn(&args), -EBUSY);
+	assert_int_equal(dlclose(handle), 0);
+	assert_int_equal(payload_mapped(), 0);
+	assert_int_equal(count_fds(), fds0);
+	assert_true(count_pipes() <= pipes0 + 2);
+}
+
+/* The test binary's own GOT slot for malloc, whatever relocation it uses. */
+static void *const *exe_malloc_slot;
+
+static void find_slot(const struct got_slot *s, void *arg)
+{
+	(void)arg;
+	if (strcmp(s->name, "malloc") == 0)
+		exe_malloc_slot = (void *const *)s->slot;
+}
+
+static int exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	got_walk(info, find_slot, NULL);
+	return 1; /* the first module is the program */
+}
+
+static volatile sig_atomic_t sigpipes;
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+static void test_reader_gone(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, on_sigpipe);
+	dl_iterate_phdr(exe_cb, NULL);
+	assert_non_null(exe_malloc_slot);
+	void *real = dlsym(RTLD_DEFAULT, "malloc");
+	load();
+	int fd = start_fn(&args);
+	assert_true(fd >= 0);
+	assert_ptr_not_equal(*exe_malloc_slot, real);
+	free(site_malloc(16));
+	close(fd);
+	int quiet = 0;
+	for (int i = 0; i < 200 && !quiet; i++) {
+		usleep(10000);
+		quiet = *exe_malloc_slot == real;
+	}
+	assert_true(quiet);
+	assert_int_equal(sigpipes, 0);
+	assert_int_equal(stop_fn(), 0);
+	assert_int_equal(dlclose(handle), 0);
+	assert_int_equal(payload_mapped(), 0);
+	signal(SIGPIPE, SIG_DFL);
+}
+
+static void test_bad_args(void **state)
+{
+	(void)state;
+	load();
+	struct hp_start_args a = args;
+	a.mode = HP_MODE_BASIC;
+	assert_int_equal(start_fn(&a), -EINVAL);
+	a = args;
+	a.interval_ms = 5;
+	assert_int_equal(start_fn(&a), -EINVAL);
+	a = args;
+	a.abi_version = 99;
+	assert_int_equal(start_fn(&a), -EINVAL);
+	assert_int_equal(stop_fn(), 0);
+	assert_int_equal(dlclose(handle), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_bad_args),
+	    cmocka_unit_test(test_end_to_end),
+	    cmocka_unit_test(test_reader_gone),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
