@@ -1,0 +1,35 @@
+/* target.h - can a process be profiled, and is it still the process we attached to.
+ *
+ * Contract: everything here only reads /proc (and opens /proc/PID/mem to ask the kernel's
+ * ptrace-attach rule); nothing is ever done to the target. A refusal fills err with one
+ * line naming the process, what is wrong and what the user can do. A process is identified
+ * by its pid and its start time (field 22 of /proc/PID/stat), so a reused pid is noticed.
+ */
+#ifndef HEAPPROF_TARGET_H
+#define HEAPPROF_TARGET_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "hperror.h"
+
+/* 0 when pid exists (not a zombie), we may ptrace it and nobody traces it yet. */
+int hp_target_check_traceable(pid_t pid, struct hp_error *err);
+
+/* hp_target_check_traceable, plus: not profiled already (no live session, no heapprof
+ * mapping), a 64-bit program, dynamically linked against glibc. */
+int hp_target_check(pid_t pid, struct hp_error *err);
+
+/* The process's name (/proc/PID/comm, at most 15 bytes); "?" when unreadable. */
+void hp_target_comm(pid_t pid, char *buf, size_t len);
+
+/* 0 and *start (clock ticks since boot) when pid exists, -1 when it does not. */
+int hp_target_start_time(pid_t pid, unsigned long long *start);
+
+/* 1 while pid runs (not a zombie) and started at start, else 0. */
+int hp_target_alive(pid_t pid, unsigned long long start);
+
+/* 1 if /proc/PID/maps shows the payload, 0 if not, -1 if maps can't be read. */
+int hp_target_has_payload(pid_t pid);
+
+#endif
