@@ -447,7 +447,7 @@ static int skip_module(const struct dl_phdr_info *info)
 	if (ldso && info->dlpi_addr == ldso)
 		return 1;
 	const char *n = info->dlpi_name ? info->dlpi_name : "";
-	return strstr(n, "/ld-linux") || strncmp(n, "ld-linux", 8) == 0 || strstr(n, "libunwind");
+	return strstr(n, "/ld-linux") || strncmp(n, "ld-linux", 8) == 0;
 }
 
 static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)

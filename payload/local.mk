@@ -10,12 +10,12 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/livemap.c payload/livemap.h \
 	payload/collector.c payload/collector.h
 payload_heapprof_payload_so_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -O2 -g -fPIC \
-	-fvisibility=hidden -fexceptions $(LIBUNWIND_CFLAGS)
+	-fvisibility=hidden -fexceptions
 payload_heapprof_payload_so_LDFLAGS = -shared -static-libgcc -Wl,--exclude-libs,ALL -Wl,-soname,libheapprof-payload.so.1 \
 	-Wl,-z,now -Wl,--no-undefined
-# The unwinder for -fexceptions cleanups is linked in privately: libunwind exports
-# _Unwind_* too, and a libgcc_s loaded next to it would bind to it and outlive it.
-payload_heapprof_payload_so_LDADD = -lgcc_eh $(LIBUNWIND_LIBS) -lpthread
+# libgcc's unwinder (stack capture and -fexceptions cleanups) is linked in privately, so
+# it is unloaded with the payload and nothing of ours outlives a detach.
+payload_heapprof_payload_so_LDADD = -lgcc_eh -lpthread
 
 # Tests of the payload (tests/unit/test-got*.c, test-payload*.c, gotlib*.c). They are
 # built without sanitizers: an instrumented allocator would sit between hooks and counts.

@@ -1,7 +1,7 @@
 #include "stacks.h"
 
-#include <libunwind.h>
 #include <string.h>
+#include <unwind.h>
 
 #include "hpformat.h"
 #include "payload.h"
@@ -73,19 +73,30 @@ uint64_t hp_stacks_bytes(void)
 	       used * sizeof(uint64_t);
 }
 
+struct walk {
+	uint64_t *frames;
+	unsigned max, n;
+};
+
+static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	struct walk *w = arg;
+	uintptr_t ip = _Unwind_GetIP(ctx);
+	if (ip == 0 || w->n >= w->max)
+		return _URC_END_OF_STACK;
+	if (ip < hp.text_lo || ip >= hp.text_hi)
+		w->frames[w->n++] = ip;
+	return _URC_NO_REASON;
+}
+
+/* libgcc's unwinder, linked in privately, rather than libunwind: libunwind keeps a pipe
+ * open and registers a thread-exit destructor, so unloading it breaks the target. libgcc
+ * finds each frame's FDE through glibc's lock-free _dl_find_object and allocates nothing. */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max)
 {
-	void *buf[HP_MAX_DEPTH + 16];
-	unsigned want =
-	    max + 16 < sizeof buf / sizeof buf[0] ? max + 16 : sizeof buf / sizeof buf[0];
-	int n = unw_backtrace(buf, (int)want);
-	int i = 0;
-	while (i < n && (uintptr_t)buf[i] >= hp.text_lo && (uintptr_t)buf[i] < hp.text_hi)
-		i++;
-	unsigned d = 0;
-	for (; i < n && d < max; i++)
-		frames[d++] = (uint64_t)(uintptr_t)buf[i];
-	return d;
+	struct walk w = {.frames = frames, .max = max};
+	_Unwind_Backtrace(walk_frame, &w);
+	return w.n;
 }
 
 static uint64_t frames_hash(const uint64_t *f, unsigned depth)

@@ -1,6 +1,6 @@
 /* stacks.h - capturing and interning call stacks.
  *
- * Contract: hp_stack_capture unwinds the caller with libunwind's unw_backtrace and drops
+ * Contract: hp_stack_capture unwinds the caller with libgcc's _Unwind_Backtrace and drops
  * the payload's own frames by address, so frames[0] is the return address into the caller
  * of the hooked function. hp_stack_intern gives equal stacks one id (>= 1) in a global
  * lock-free bounded table; 0 means the table is full. An id is returned only once its
