@@ -5,6 +5,7 @@ src_common_libhpcommon_a_SOURCES = \
 	src/common/hpstream.c src/common/hpstream.h \
 	src/common/hppaths.c src/common/hppaths.h \
 	src/common/hperror.c src/common/hperror.h \
+	src/common/hpalloc.c src/common/hpalloc.h \
 	src/common/target.c src/common/target.h \
 	src/common/session.c src/common/session.h \
 	src/common/cli.c src/common/cli.h

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hpalloc.h"
 #include "hpstream.h"
 
 struct hp_vs_addr {
@@ -69,26 +70,6 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
-static bool is_allocator(const char *fn)
-{
-	static const char *const exact[] = {
-	    "malloc",	"calloc",	  "realloc",	   "reallocarray", "free",
-	    "memalign", "valloc",	  "pvalloc",	   "strdup",	   "strndup",
-	    "cfree",	"posix_memalign", "aligned_alloc", "__strdup",	   "__strndup",
-	};
-	static const char *const prefix[] = {"operator new", "operator delete", "__libc_",
-					     "__GI___libc_"};
-	if (!fn)
-		return false;
-	for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-		if (strcmp(fn, exact[i]) == 0)
-			return true;
-	for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
-		if (strncmp(fn, prefix[i], strlen(prefix[i])) == 0)
-			return true;
-	return false;
-}
-
 static char *make_label(uint64_t addr, const struct hp_sym_result *r)
 {
 	char *label = NULL;
@@ -121,7 +102,8 @@ static int symbolize(struct hp_viewer_session *vs, uint64_t addr, uint32_t *idx,
 	int rc = hp_pw_symbol(vs->pw, addr, &res);
 	struct hp_vs_addr a = {
 	    .label = make_label(addr, &res),
-	    .allocator = res.nframes > 0 && is_allocator(res.frames[0].function),
+	    .allocator = res.nframes > 0 &&
+			     hp_is_allocator_function(res.frames[res.nframes - 1].function),
 	};
 	hp_sym_result_clear(&res);
 	if (rc < 0) {

@@ -5,7 +5,7 @@
  * are counted and skipped, and memory grows only with the file's size. A file that ends in
  * the middle of a record, or without END, loads what is complete and sets p->warning.
  * Numbers of a round count only once its ROUND record is there. After loading, p->sites
- * holds the allocation sites (see pf_is_allocator), each with the sums of its stacks.
+ * holds the allocation sites (see hpalloc.h), each with the sums of its stacks.
  * Everything is read-only for the commands; pf_free releases it all.
  */
 #ifndef HEAPPROF_VIEW_PROFILE_H
@@ -108,8 +108,6 @@ const struct hp_round *pf_last_round(const struct profile *p);
 const struct pf_symbol *pf_symbol_at(const struct profile *p, uint64_t addr);
 /* The module holding addr: the symbol's module if it names one, else by address range. */
 const struct pf_module *pf_module_of(const struct profile *p, uint64_t addr);
-/* Whether a (demangled) function name is allocator code, never an allocation site. */
-int pf_is_allocator(const char *function);
 /* Fills p->sites from the stacks' totals; pf_load calls it. 0, or -1 when out of memory. */
 int pf_build_sites(struct profile *p);
 

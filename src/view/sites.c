@@ -1,43 +1,16 @@
 #include "profile.h"
 
+#include "hpalloc.h"
+
 #include <stdlib.h>
 #include <string.h>
-
-static int starts_with(const char *s, const char *prefix)
-{
-	return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-int pf_is_allocator(const char *function)
-{
-	static const char *const names[] = {
-	    "malloc",	      "calloc",	       "realloc",  "reallocarray", "free",
-	    "posix_memalign", "aligned_alloc", "memalign", "valloc",	   "pvalloc",
-	};
-	if (!function)
-		return 0;
-	/* glibc's internal aliases of the public names (__GI___libc_malloc). */
-	if (starts_with(function, "__GI_"))
-		function += strlen("__GI_");
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (strcmp(function, names[i]) == 0)
-			return 1;
-	/* Every operator new/delete variant: sized, aligned, nothrow, array. */
-	if (starts_with(function, "operator new") || starts_with(function, "operator delete"))
-		return 1;
-	/* The same operators when a name reached the file undemangled. */
-	if (starts_with(function, "_Znw") || starts_with(function, "_Zna") ||
-	    starts_with(function, "_Zdl") || starts_with(function, "_Zda"))
-		return 1;
-	return starts_with(function, "__libc_") || starts_with(function, "_int_");
-}
 
 /* A frame is allocator code when the real function it lies in (the last symbol frame, not an
  * inlined one) is. An unresolved frame cannot be told apart, so it counts as a site. */
 static int frame_is_allocator(const struct profile *p, uint64_t addr)
 {
 	const struct pf_symbol *s = pf_symbol_at(p, addr);
-	return s && s->nframes && pf_is_allocator(s->frames[s->nframes - 1].function);
+	return s && s->nframes && hp_is_allocator_function(s->frames[s->nframes - 1].function);
 }
 
 static int stack_has_numbers(const struct pf_stack *s)

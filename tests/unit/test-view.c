@@ -19,6 +19,7 @@
 
 #include "hpstream.h"
 #include "config.h"
+#include "hpalloc.h"
 #include "profile.h"
 
 #define MOD_EXE_BIAS 0x400000ull
@@ -262,12 +263,14 @@ static void test_model(void **state)
 	assert_int_equal(pf_live_bytes(&s->tot), 0);
 	assert_non_null(site_at(&p, A_OTHER));
 
-	assert_true(pf_is_allocator("operator new[](unsigned long, std::nothrow_t const&)"));
-	assert_true(pf_is_allocator("operator delete(void*, unsigned long)"));
-	assert_true(pf_is_allocator("__libc_malloc"));
-	assert_true(pf_is_allocator("_int_malloc"));
-	assert_false(pf_is_allocator("my_malloc"));
-	assert_false(pf_is_allocator(NULL));
+	assert_true(hp_is_allocator_function("operator new[](unsigned long, std::nothrow_t const&)"));
+	assert_true(hp_is_allocator_function("operator delete(void*, unsigned long)"));
+	assert_true(hp_is_allocator_function("__libc_malloc"));
+	assert_true(hp_is_allocator_function("_int_malloc"));
+	assert_false(hp_is_allocator_function("my_malloc"));
+	assert_true(hp_is_allocator_function("__GI___strdup"));
+	assert_false(hp_is_allocator_function("fopen"));
+	assert_false(hp_is_allocator_function(NULL));
 	pf_free(&p);
 }
 
