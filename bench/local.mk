@@ -1,0 +1,46 @@
+# bench/: the benchmark programs of the performance suite (issue 3). They are built only
+# on demand, by `make bench-programs`, so that `make` and `make check` never build or run
+# them. They are the profiled programs: no sanitizer flags, optimized as a user would ship.
+BENCH_PROGS = bench/threadtest bench/linux-scalability bench/shbench bench/binary-trees \
+	bench/hash-table bench/parse-json bench/queue bench/microbench
+EXTRA_PROGRAMS += $(BENCH_PROGS)
+CLEANFILES += $(BENCH_PROGS)
+
+BENCH_CFLAGS = -std=gnu11 -pthread $(HP_WARN_CFLAGS) -g -O2
+BENCH_COMMON = bench/common.c bench/common.h
+BENCH_LIBS = -lm
+
+bench_threadtest_SOURCES = bench/threadtest.c $(BENCH_COMMON)
+bench_threadtest_CFLAGS = $(BENCH_CFLAGS)
+bench_threadtest_LDADD = $(BENCH_LIBS)
+
+bench_linux_scalability_SOURCES = bench/linux-scalability.c $(BENCH_COMMON)
+bench_linux_scalability_CFLAGS = $(BENCH_CFLAGS)
+bench_linux_scalability_LDADD = $(BENCH_LIBS)
+
+bench_shbench_SOURCES = bench/shbench.c $(BENCH_COMMON)
+bench_shbench_CFLAGS = $(BENCH_CFLAGS)
+bench_shbench_LDADD = $(BENCH_LIBS)
+
+bench_binary_trees_SOURCES = bench/binary-trees.c $(BENCH_COMMON)
+bench_binary_trees_CFLAGS = $(BENCH_CFLAGS)
+bench_binary_trees_LDADD = $(BENCH_LIBS)
+
+bench_hash_table_SOURCES = bench/hash-table.c $(BENCH_COMMON)
+bench_hash_table_CFLAGS = $(BENCH_CFLAGS)
+bench_hash_table_LDADD = $(BENCH_LIBS)
+
+bench_parse_json_SOURCES = bench/parse-json.c $(BENCH_COMMON)
+bench_parse_json_CFLAGS = $(BENCH_CFLAGS)
+bench_parse_json_LDADD = $(BENCH_LIBS)
+
+bench_queue_SOURCES = bench/queue.c $(BENCH_COMMON)
+bench_queue_CFLAGS = $(BENCH_CFLAGS)
+bench_queue_LDADD = $(BENCH_LIBS)
+
+bench_microbench_SOURCES = bench/microbench.c $(BENCH_COMMON)
+bench_microbench_CFLAGS = $(BENCH_CFLAGS)
+bench_microbench_LDADD = $(BENCH_LIBS)
+
+.PHONY: bench-programs
+bench-programs: $(BENCH_PROGS:=$(EXEEXT))
