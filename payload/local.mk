@@ -39,8 +39,9 @@ tests_unit_test_got_SOURCES = tests/unit/test-got.c payload/got.c payload/got.h
 tests_unit_test_got_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS)
 tests_unit_test_got_LDADD = $(CMOCKA_LIBS) -ldl
 
-tests_unit_test_payload_SOURCES = tests/unit/test-payload.c payload/got.c payload/got.h
+tests_unit_test_payload_SOURCES = tests/unit/test-payload.c payload/got.c payload/got.h \
+	src/common/hpstream.c
 tests_unit_test_payload_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) \
 	-DPAYLOAD_PATH='"$(abs_top_builddir)/payload/heapprof-payload.so"'
 tests_unit_test_payload_LDFLAGS = -rdynamic
-tests_unit_test_payload_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS) -lpthread -ldl
+tests_unit_test_payload_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
