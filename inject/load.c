@@ -76,7 +76,7 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 {
 	pid_t pid = t->pid;
 	uint64_t a[2], rc, handle = 0, start = 0;
-	if (hp_remote_push(t, "heapprof", sizeof "heapprof", &a[0], err))
+	if (hp_remote_push(t, HP_MEMFD_NAME, sizeof HP_MEMFD_NAME, &a[0], err))
 		return -1;
 	a[1] = MFD_CLOEXEC;
 	if (hp_remote_call(t, "memfd_create", f->memfd_create, a, 2, &rc, err))

@@ -23,14 +23,6 @@ int hp_maps_is_loader(const char *path)
 	return !strncmp(b, "ld-linux", 8) || !strncmp(b, "ld-2.", 5) || !strncmp(b, "ld64.so", 7);
 }
 
-/* The memfd shows as "/memfd:heapprof (deleted)". A plain substring test would also match
- * a target that merely lives in a directory called heapprof-something. */
-int hp_maps_is_payload(const char *path)
-{
-	const char *b = base_name(path);
-	return !strncmp(path, "/memfd:heapprof", 15) || strstr(b, "heapprof-payload") != NULL;
-}
-
 int hp_maps_find(pid_t pid, hp_maps_match_fn match, struct hp_module_range *out)
 {
 	char name[64];

@@ -22,7 +22,6 @@ typedef int (*hp_maps_match_fn)(const char *path);
 
 int hp_maps_is_libc(const char *path);
 int hp_maps_is_loader(const char *path);
-int hp_maps_is_payload(const char *path);
 
 /* 1 and *out filled when a mapping matches (all matching mappings are merged into one
  * range, the path is the first match's), 0 when none does, -1 with errno when maps can't

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "inject/libcfn.h"
+#include "hppaths.h"
 #include "inject/maps.h"
 #include "inject/remote.h"
 #include "inject/safepoint.h"
@@ -20,7 +21,7 @@
 int hp_payload_mapped(pid_t pid)
 {
 	struct hp_module_range m;
-	return hp_maps_find(pid, hp_maps_is_payload, &m);
+	return hp_maps_find(pid, hp_is_payload_mapping, &m);
 }
 
 /* Takes a reference of our own (RTLD_NOLOAD finds the payload by its DT_SONAME), stops
@@ -117,7 +118,7 @@ static int payload_busy(pid_t pid, const struct hp_module_range *payload, struct
 static int wait_quiescent(pid_t pid, struct hp_error *err)
 {
 	struct hp_module_range payload;
-	int m = hp_maps_find(pid, hp_maps_is_payload, &payload);
+	int m = hp_maps_find(pid, hp_is_payload_mapping, &payload);
 	if (m <= 0)
 		return m < 0 ? -1 : 0;
 	for (int waited = 0; waited < QUIESCE_MS; waited += QUIESCE_DELAY_MS) {

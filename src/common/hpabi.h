@@ -19,6 +19,8 @@
 
 #define HP_PAYLOAD_SONAME "libheapprof-payload.so.1"
 #define HP_PAYLOAD_FILE "heapprof-payload.so"
+/* The memfd the payload is loaded from: /proc/PID/maps shows "/memfd:heapprof (deleted)". */
+#define HP_MEMFD_NAME "heapprof"
 #define HP_ABI_VERSION 1
 #define HP_START_SYMBOL "heapprof_start"
 #define HP_STOP_SYMBOL "heapprof_stop"

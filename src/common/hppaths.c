@@ -52,3 +52,11 @@ int hp_viewer_path(char *buf, size_t len)
 	return locate(buf, len, "HEAPPROF_VIEWER", "viewer/heapprof-viewer",
 		      PKGLIBEXECDIR "/heapprof-viewer");
 }
+
+int hp_is_payload_mapping(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	return strncmp(path, "/memfd:" HP_MEMFD_NAME, strlen("/memfd:" HP_MEMFD_NAME)) == 0 ||
+	       strncmp(base, "heapprof-payload", strlen("heapprof-payload")) == 0;
+}

@@ -15,4 +15,8 @@
 int hp_payload_path(char *buf, size_t len);
 int hp_viewer_path(char *buf, size_t len);
 
+/* 1 if a /proc/PID/maps path is our payload: its memfd, or the payload file itself. A plain
+ * substring test would also match a target that lives in a directory named heapprof-x. */
+int hp_is_payload_mapping(const char *path);
+
 #endif

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hppaths.h"
 #include "session.h"
 
 #define PF_KTHREAD_FLAG 0x00200000u
@@ -270,11 +271,8 @@ int hp_target_has_payload(pid_t pid)
 		sscanf(line, "%*s %*s %*s %*s %*s %n", &pathpos);
 		if (!pathpos)
 			continue;
-		/* The same test as inject/maps.c: the memfd, or a file named like the payload. */
-		const char *path = line + pathpos;
-		const char *base = strrchr(path, '/');
-		base = base ? base + 1 : path;
-		found = !strncmp(path, "/memfd:heapprof", 15) || strstr(base, "heapprof-payload");
+		line[strcspn(line, "\n")] = '\0';
+		found = hp_is_payload_mapping(line + pathpos);
 	}
 	fclose(f);
 	return found;

@@ -217,10 +217,15 @@ hp_fd_count()
 	echo "${#fds[@]}"
 }
 
-# hp_maps_clean PID: the target maps nothing of heapprof (file, memfd or anonymous name).
+# The names a mapping of ours can have (inject/maps.c's rule): the payload's memfd or file.
+# A plain "heapprof" would match the build tree's own path (make distcheck builds under
+# heapprof-VERSION/).
+HP_MAP_PATTERN='/memfd:heapprof|heapprof-payload'
+
+# hp_maps_clean PID: the target maps nothing of heapprof.
 hp_maps_clean()
 {
-	! grep -qi heapprof "/proc/$1/maps"
+	! grep -qE "$HP_MAP_PATTERN" "/proc/$1/maps"
 }
 
 # hp_source_line FILE MARKER: the line number of the one line of FILE containing MARKER.
@@ -340,7 +345,7 @@ hp_check_restored()
 	local fds
 
 	hp_alive "$TARGET_PID" || hp_fail "the target died"
-	hp_maps_clean "$TARGET_PID" || hp_fail "the target still maps heapprof: $(grep -i heapprof "/proc/$TARGET_PID/maps")"
+	hp_maps_clean "$TARGET_PID" || hp_fail "the target still maps heapprof: $(grep -E "$HP_MAP_PATTERN" "/proc/$TARGET_PID/maps")"
 	hp_ok "no heapprof mapping left in the target"
 	fds=$(hp_fd_count "$TARGET_PID")
 	[ "$fds" -eq "$1" ] || hp_fail "the target has $fds open files, $1 before attaching: $(ls -l "/proc/$TARGET_PID/fd")"
