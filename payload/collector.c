@@ -97,20 +97,6 @@ static void buf_rec(struct buf *b, uint32_t type, const void *x, uint32_t xl, co
 		memcpy(d + xl, y, yl);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void merge_cb(const struct hp_site_ctr *s, void *arg)
 {
 	(void)arg;
@@ -302,9 +288,9 @@ static int round_once(uint32_t flags)
 	    .payload_bytes = atomic_load(&hp_mapped_bytes) + hp_stacks_bytes(),
 	};
 	buf_rec(&c.sb, HP_REC_ROUND, &r, sizeof r, NULL, 0);
-	int rc = write_all(c.wfd, c.mb.p, c.mb.len);
+	int rc = hp_write_all(c.wfd, c.mb.p, c.mb.len);
 	if (rc == 0)
-		rc = write_all(c.wfd, c.sb.p, c.sb.len);
+		rc = hp_write_all(c.wfd, c.sb.p, c.sb.len);
 	c.mb.len = c.sb.len = 0;
 	return rc;
 }
@@ -333,7 +319,7 @@ static void *collector_main(void *arg)
 			uint8_t rec[sizeof(struct hp_rec_hdr) + sizeof e];
 			hp_rec_put_hdr(rec, HP_REC_END, sizeof e);
 			memcpy(rec + sizeof(struct hp_rec_hdr), &e, sizeof e);
-			write_all(c.wfd, rec, sizeof rec);
+			hp_write_all(c.wfd, rec, sizeof rec);
 			break;
 		}
 	}

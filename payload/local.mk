@@ -8,7 +8,8 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/threads.c payload/threads.h \
 	payload/stacks.c payload/stacks.h \
 	payload/livemap.c payload/livemap.h \
-	payload/collector.c payload/collector.h
+	payload/collector.c payload/collector.h \
+	src/common/hpstream.c src/common/hpstream.h
 payload_heapprof_payload_so_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -O2 -g -fPIC \
 	-fvisibility=hidden -fexceptions
 payload_heapprof_payload_so_LDFLAGS = -shared -static-libgcc -Wl,--exclude-libs,ALL -Wl,-soname,libheapprof-payload.so.1 \

@@ -11,7 +11,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,19 +73,6 @@ static void usage(FILE *f)
 		MIN_INTERVAL_MS, MAX_INTERVAL_MS, DEFAULT_INTERVAL_MS);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, PROG ": ");
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '" PROG " --help' for more information.\n");
-	return HP_EXIT_USAGE;
-}
-
 /* -1: exit with *status now (help, version or a usage error). */
 static int parse_options(int argc, char **argv, struct options *o, int *status)
 {
@@ -108,24 +94,28 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 		switch (c) {
 		case 'd':
 			if (hp_cli_seconds(optarg, &o->duration_ms) < 0) {
-				*status = usage_error("invalid --duration '%s': give a positive "
-						      "number of seconds",
-						      optarg);
+				*status =
+				    hp_cli_usage_error(PROG,
+						       "invalid --duration '%s': give a positive "
+						       "number of seconds",
+						       optarg);
 				return -1;
 			}
 			break;
 		case 'i':
 			if (hp_cli_uint(optarg, MIN_INTERVAL_MS, MAX_INTERVAL_MS, &v) < 0) {
-				*status = usage_error("invalid --interval '%s': give milliseconds "
-						      "from 10 to 600000",
-						      optarg);
+				*status =
+				    hp_cli_usage_error(PROG,
+						       "invalid --interval '%s': give milliseconds "
+						       "from 10 to 600000",
+						       optarg);
 				return -1;
 			}
 			o->interval_ms = (uint32_t)v;
 			break;
 		case 'o':
 			if (!*optarg) {
-				*status = usage_error("empty --output");
+				*status = hp_cli_usage_error(PROG, "empty --output");
 				return -1;
 			}
 			o->output = optarg;
@@ -141,26 +131,12 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 			printf(PROG " " PACKAGE_VERSION "\n");
 			*status = HP_EXIT_OK;
 			return -1;
-		case ':':
-			*status = usage_error("option '%s' needs a value", argv[optind - 1]);
-			return -1;
 		default:
-			if (optopt)
-				*status = usage_error("unknown option '-%c'", optopt);
-			else
-				*status = usage_error("unknown option '%s'", argv[optind - 1]);
+			*status = hp_cli_bad_option(PROG, c, argv);
 			return -1;
 		}
 	}
-	if (optind != argc - 1) {
-		*status = usage_error("%s", optind == argc ? "missing PID" : "too many arguments");
-		return -1;
-	}
-	if (hp_cli_pid(argv[optind], &o->pid) < 0) {
-		*status = usage_error("invalid PID '%s': give a process id", argv[optind]);
-		return -1;
-	}
-	return 0;
+	return hp_cli_pid_operand(PROG, argc, argv, &o->pid, status);
 }
 
 static uint64_t now_ms(void)

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -40,19 +39,6 @@ static void usage(FILE *f)
 		   "wrong.\n");
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, PROG ": ");
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '" PROG " --help' for more information.\n");
-	return HP_EXIT_USAGE;
-}
-
 static int parse_options(int argc, char **argv, pid_t *pid, int *status)
 {
 	static const struct option longopts[] = {
@@ -74,22 +60,11 @@ static int parse_options(int argc, char **argv, pid_t *pid, int *status)
 			*status = HP_EXIT_OK;
 			return -1;
 		default:
-			if (optopt)
-				*status = usage_error("unknown option '-%c'", optopt);
-			else
-				*status = usage_error("unknown option '%s'", argv[optind - 1]);
+			*status = hp_cli_bad_option(PROG, c, argv);
 			return -1;
 		}
 	}
-	if (optind != argc - 1) {
-		*status = usage_error("%s", optind == argc ? "missing PID" : "too many arguments");
-		return -1;
-	}
-	if (hp_cli_pid(argv[optind], pid) < 0) {
-		*status = usage_error("invalid PID '%s': give a process id", argv[optind]);
-		return -1;
-	}
-	return 0;
+	return hp_cli_pid_operand(PROG, argc, argv, pid, status);
 }
 
 /* SIGINT, SIGTERM or SIGHUP taken within ms, else 0. */

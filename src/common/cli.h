@@ -13,6 +13,16 @@
 #define HP_EXIT_FAIL 1
 #define HP_EXIT_USAGE 2
 
+/* Prints "PROG: message" and a pointer to --help on stderr; returns HP_EXIT_USAGE. */
+int hp_cli_usage_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The usage error for what getopt_long just rejected (c is ':' for a missing value). */
+int hp_cli_bad_option(const char *prog, int c, char **argv);
+
+/* After the options: exactly one operand, a pid. 0 and *pid, else -1 and *status set. */
+int hp_cli_pid_operand(const char *prog, int argc, char **argv, pid_t *pid, int *status);
+
 /* 0 and *pid when s is a positive decimal pid, else -1. */
 int hp_cli_pid(const char *s, pid_t *pid);
 
