@@ -148,6 +148,17 @@ hp_spawn()
 	hp_groups[$hp_pid]=1
 }
 
+# hp_wait_comm PID COMM: waits (up to 5 s) until PID has exec'd COMM, so a check made
+# next sees the program and not the shell that forked it.
+hp_wait_comm()
+{
+	local n=0
+
+	while [ "$(cat "/proc/$1/comm" 2>/dev/null)" != "$2" ] && ((n++ < 50)); do
+		sleep 0.1
+	done
+}
+
 # hp_start_target CMD... : starts a target with a FIFO on its stdin and waits for its
 # "ready"; sets TARGET_PID, TARGET_OUT, and TARGET_FD (write commands there, see hp_send).
 hp_ntargets=0

@@ -7,10 +7,7 @@
 
 hp_spawn target sleep 300
 target=$hp_pid
-n=0
-while [ "$(cat "/proc/$target/comm" 2>/dev/null)" != sleep ] && ((n++ < 50)); do
-	sleep 0.1
-done
+hp_wait_comm "$target" sleep
 maps_before=$(cat "/proc/$target/maps")
 
 "$HP_DETACH" "$target" >"$hp_tmp/out" 2>"$hp_tmp/err"

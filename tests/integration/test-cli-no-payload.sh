@@ -14,10 +14,7 @@ snapshot()
 
 hp_spawn target sleep 300
 target=$hp_pid
-n=0
-while [ "$(cat "/proc/$target/comm" 2>/dev/null)" != sleep ] && ((n++ < 50)); do
-	sleep 0.1
-done
+hp_wait_comm "$target" sleep
 before=$(snapshot "$target")
 
 # expect_missing WANT ENV...

@@ -48,10 +48,7 @@ refused()
 
 hp_spawn root-target sleep 300
 target=$hp_pid
-n=0
-while [ "$(cat "/proc/$target/comm" 2>/dev/null)" != sleep ] && ((n++ < 50)); do
-	sleep 0.1
-done
+hp_wait_comm "$target" sleep
 msg="heapprof-attach: not permitted to profile process $target (sleep): it belongs to uid 0 and "
 msg+="you are uid $(id -u nobody) without CAP_SYS_PTRACE: run heapprof-attach as that user or as "
 msg+="root"
@@ -59,10 +56,7 @@ refused "$target" "$msg"
 
 hp_spawn undumpable "${as_nobody[@]}" "$work/undumpable"
 target=$hp_pid
-n=0
-while [ "$(cat "/proc/$target/comm" 2>/dev/null)" != undumpable ] && ((n++ < 50)); do
-	sleep 0.1
-done
+hp_wait_comm "$target" undumpable
 sleep 0.2
 msg="heapprof-attach: not permitted to profile process $target (undumpable): it is not dumpable "
 msg+="(a setuid/setgid program, or it called prctl(PR_SET_DUMPABLE, 0)): only root can profile it"

@@ -18,10 +18,7 @@ fi
 
 hp_spawn target sleep 300
 target=$hp_pid
-n=0
-while [ "$(cat "/proc/$target/comm" 2>/dev/null)" != sleep ] && ((n++ < 50)); do
-	sleep 0.1
-done
+hp_wait_comm "$target" sleep
 session=$run_dir/$target.session
 
 # heapprof-detach creates the run directory if needed.
@@ -94,10 +91,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev/n
 		chown nobody "$xdg/heapprof"
 		hp_spawn nobody-target "${as_nobody[@]}" sleep 300
 		ntarget=$hp_pid
-		n=0
-		while [ "$(cat "/proc/$ntarget/comm" 2>/dev/null)" != sleep ] && ((n++ < 50)); do
-			sleep 0.1
-		done
+		hp_wait_comm "$ntarget" sleep
 		"${as_nobody[@]}" env XDG_RUNTIME_DIR="$xdg" "$HP_DETACH" "$ntarget" \
 			>"$hp_tmp/out" 2>"$hp_tmp/err"
 		status=$?
