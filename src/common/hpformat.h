@@ -8,7 +8,8 @@
  *   record := hp_rec_hdr body[len]
  *
  * Stream order, as the payload writes it:
- *   HELLO, then per round: MODULE* STACK* SITES* ROUND, and at the end: END.
+ *   HELLO, then per round: MODULE* STACK* SITES* ROUND; the final round also carries
+ *   LIVE* (before its ROUND); and at the end: END.
  * SITES records carry the per-site deltas of the ROUND record that follows them. A STACK
  * always precedes the first SITES entry naming it; a MODULE precedes the first STACK whose
  * frames fall in it. The viewer adds SESSION right after the header and SYMBOL records
@@ -26,7 +27,7 @@
 #include <stdint.h>
 
 #define HP_MAGIC "HEAPPROF" /* 8 bytes, no terminator in the file */
-#define HP_FORMAT_VERSION 1
+#define HP_FORMAT_VERSION 2
 #define HP_REC_MAX (16u << 20) /* largest record body accepted */
 #define HP_MAX_DEPTH 128       /* most frames a stack may carry */
 
@@ -43,6 +44,7 @@ enum hp_rec_type {
 	HP_REC_SITES = 4,
 	HP_REC_ROUND = 5,
 	HP_REC_END = 6,
+	HP_REC_LIVE = 7,
 	/* written by the viewer only */
 	HP_REC_SESSION = 16,
 	HP_REC_SYMBOL = 17,
@@ -65,7 +67,7 @@ struct hp_hello {
 	uint32_t mode;          /* enum hp_mode */
 	uint32_t interval_ms;   /* round length */
 	uint32_t max_depth;     /* frames captured per stack */
-	uint64_t sample_rate;   /* 0 = every allocation */
+	uint64_t sample_rate;   /* mean bytes between sampled allocations; 0 = every one */
 	uint64_t start_mono_ns; /* CLOCK_MONOTONIC at attach, in the target */
 	uint64_t start_real_ns; /* CLOCK_REALTIME at attach */
 };
@@ -94,23 +96,61 @@ struct hp_stack {
 	uint32_t depth;
 };
 
-/* SITES: followed by uint32_t count entries of struct hp_site_delta. Deltas are what
- * changed since the previous ROUND. */
+/* SITES: followed by count entries of struct hp_site_delta. Deltas are what changed since
+ * the previous ROUND. An entry is keyed by (stack_id, size key): a site's numbers are the
+ * sums over its size keys, and a size histogram the sums over stacks.
+ *   full mode:     stack_id >= 1 (0 when the stack table was full), size key as below
+ *   extended mode: stack_id 0, size key as below
+ *   basic mode:    stack_id 0, HP_SIZE_NONE
+ * Size key: the requested size itself when it is at most HP_EXACT_SIZE_MAX
+ * (HP_SIZE_EXACT), else the power of two at or below it (HP_SIZE_POW2: the bucket
+ * [size, 2*size)). With sampling (HELLO sample_rate > 0) the per-site numbers are
+ * estimates scaled from the sampled allocations, while ROUND totals stay exact. */
 struct hp_sites {
 	uint32_t count;
 	uint32_t reserved;
 };
 
+#define HP_EXACT_SIZE_MAX 4096
+#define HP_TEMPORARY_MS 10 /* a block freed sooner than this after its allocation */
+
+enum hp_size_key {
+	HP_SIZE_NONE = 0,
+	HP_SIZE_EXACT = 1,
+	HP_SIZE_POW2 = 2,
+};
+
 struct hp_site_delta {
 	uint32_t stack_id;
-	uint32_t reserved;
+	uint32_t size_kind;   /* enum hp_size_key */
+	uint64_t size;        /* the size key */
 	uint64_t allocs;      /* allocations made at this stack */
 	uint64_t alloc_bytes; /* bytes requested by them */
 	uint64_t frees;       /* frees of blocks allocated at this stack (since attach) */
 	uint64_t freed_bytes; /* their bytes */
+	uint64_t temp_frees;  /* of those frees, the blocks that lived < HP_TEMPORARY_MS */
 };
 
-/* ROUND: closes a round. Totals are cumulative since attach. */
+/* LIVE (final round only, full mode): what is still allocated, per stack, with ages.
+ * Followed by count entries of struct hp_live_site. Ages are in ms at the time of the
+ * final ROUND; an entry covers every live block of its stack whatever its size. */
+struct hp_live {
+	uint32_t count;
+	uint32_t reserved;
+};
+
+struct hp_live_site {
+	uint32_t stack_id;
+	uint32_t reserved;
+	uint64_t blocks;
+	uint64_t bytes;
+	uint64_t oldest_age_ms;
+	uint64_t mean_age_ms;
+};
+
+/* ROUND: closes a round. Totals are cumulative since attach and always exact. In basic
+ * and extended modes there is no live map: frees are counted by the allocator's usable
+ * size (malloc_usable_size) of the block, so live_bytes counts usable bytes there. */
 struct hp_round {
 	uint32_t seq;     /* 1, 2, ... */
 	uint32_t flags;   /* enum hp_round_flags */
@@ -128,7 +168,9 @@ struct hp_round {
 };
 
 enum hp_round_flags {
-	HP_ROUND_FINAL = 1, /* the last round, written by detach */
+	HP_ROUND_FINAL = 1,   /* the last round, written by detach */
+	HP_ROUND_SAMPLED = 2, /* --max-memory was reached: per-site numbers from this round
+			       * on come from sampling (at HELLO's rate, or a default) */
 };
 
 enum hp_end_reason {
@@ -179,7 +221,9 @@ static_assert(sizeof(struct hp_hello) == 40, "format");
 static_assert(sizeof(struct hp_module) == 40, "format");
 static_assert(sizeof(struct hp_stack) == 8, "format");
 static_assert(sizeof(struct hp_sites) == 8, "format");
-static_assert(sizeof(struct hp_site_delta) == 40, "format");
+static_assert(sizeof(struct hp_site_delta) == 56, "format");
+static_assert(sizeof(struct hp_live) == 8, "format");
+static_assert(sizeof(struct hp_live_site) == 40, "format");
 static_assert(sizeof(struct hp_round) == 96, "format");
 static_assert(sizeof(struct hp_end) == 8, "format");
 static_assert(sizeof(struct hp_session) == 24, "format");
