@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <link.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -18,12 +19,17 @@
 #include "hooks.h"
 #include "hpformat.h"
 #include "hpstream.h"
+#include "livemap.h"
 #include "payload.h"
 #include "stacks.h"
 #include "threads.h"
 
 #define MAX_MODULES 4096u
 #define SITES_PER_REC 65536u
+#define LIVE_PER_REC 65536u
+/* How long a stop waits for a pipe nobody drains (a read end left open in the target by
+ * an injector that died) before giving the stream up. */
+#define STOP_WRITE_NS 1000000000ull
 
 extern _Atomic uint64_t hp_lost_unrecorded;
 
@@ -51,7 +57,7 @@ static struct {
 	struct mod *mods;
 	uint32_t nmods, next_mod_id;
 	uint32_t seq;
-	uint64_t allocs, alloc_bytes, frees, freed_bytes;
+	struct hp_sum prev; /* the threads' totals at the previous round */
 	char exe[PATH_MAX];
 } c = {.wfd = -1};
 
@@ -205,7 +211,7 @@ static void scan_modules(void)
 	}
 }
 
-static uint64_t rss_bytes(void)
+uint64_t hp_rss_bytes(void)
 {
 	char b[128];
 	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -221,6 +227,75 @@ static uint64_t rss_bytes(void)
 	for (p = p ? p + 1 : b + n; *p >= '0' && *p <= '9'; p++)
 		pages = pages * 10 + (uint64_t)(*p - '0');
 	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Non-blocking writes, so a stop is never held up for good by a stalled reader. */
+static int write_out(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint64_t give_up = 0;
+	while (len) {
+		ssize_t n = write(c.wfd, p, len);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		struct pollfd pfd = {.fd = c.wfd, .events = POLLOUT};
+		poll(&pfd, 1, 100);
+		if (atomic_load(&c.stop)) {
+			uint64_t now = mono_ns();
+			if (!give_up)
+				give_up = now + STOP_WRITE_NS;
+			else if (now > give_up)
+				return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+static uint64_t fx_round(uint64_t v)
+{
+	return (v + HP_FX_ONE / 2) >> HP_FX;
+}
+
+static void put_site(uint8_t **d, const struct hp_site_ctr *s)
+{
+	uint32_t code = (uint32_t)s->key, kind = code >> 24;
+	struct hp_site_delta sd = {
+	    .stack_id = (uint32_t)(s->key >> 32) - 1,
+	    .size_kind = kind,
+	    .size = kind == HP_SIZE_EXACT  ? (code & 0xffffffu)
+		    : kind == HP_SIZE_POW2 ? 1ull << (code & 63)
+					   : 0,
+	    .allocs = fx_round(s->allocs),
+	    .alloc_bytes = fx_round(s->alloc_bytes),
+	    .frees = fx_round(s->frees),
+	    .freed_bytes = fx_round(s->freed_bytes),
+	    .temp_frees = fx_round(s->temp_frees),
+	};
+	memcpy(*d, &sd, sizeof sd);
+	*d += sizeof sd;
+}
+
+/* Basic and extended modes: the threads count frees (and basic also allocations) in their
+ * totals only; this round's share goes to the (0, HP_SIZE_NONE) entry. */
+static void totals_site(const struct hp_sum *now)
+{
+	struct hp_site_ctr s = {
+	    .key = hp_site_key(0, (uint32_t)HP_SIZE_NONE << 24),
+	    .frees = (now->frees - c.prev.frees) << HP_FX,
+	    .freed_bytes = (now->freed_bytes - c.prev.freed_bytes) << HP_FX,
+	};
+	if (hp.args.mode == HP_MODE_BASIC) {
+		s.allocs = (now->allocs - c.prev.allocs) << HP_FX;
+		s.alloc_bytes = (now->alloc_bytes - c.prev.alloc_bytes) << HP_FX;
+	} else if (!s.frees) {
+		return;
+	}
+	hp_site_tab_add(&c.merged, &s);
 }
 
 static void sites_recs(void)
@@ -239,58 +314,164 @@ static void sites_recs(void)
 		memcpy(d, &h, sizeof h);
 		d += sizeof h;
 		for (uint32_t k = 0; k < n; j++) {
-			const struct hp_site_ctr *s = &m->e[j];
-			if (!s->key)
+			if (!m->e[j].key)
 				continue;
-			struct hp_site_delta sd = {
-			    .stack_id = s->key - 1,
-			    .allocs = s->allocs,
-			    .alloc_bytes = s->alloc_bytes,
-			    .frees = s->frees,
-			    .freed_bytes = s->freed_bytes,
-			};
-			memcpy(d, &sd, sizeof sd);
-			d += sizeof sd;
-			c.allocs += s->allocs;
-			c.alloc_bytes += s->alloc_bytes;
-			c.frees += s->frees;
-			c.freed_bytes += s->freed_bytes;
+			put_site(&d, &m->e[j]);
 			k++;
 		}
 		left -= n;
 	}
 }
 
+/* The final round's LIVE records: the live map aggregated per stack, weighted like the
+ * sites. Only the collector runs this, once. */
+struct live_agg {
+	uint32_t key; /* stack id + 1; 0 = empty */
+	uint32_t oldest_birth;
+	uint64_t blocks, bytes; /* HP_FX */
+	double age_sum;		/* weighted, in ms */
+};
+
+static struct {
+	struct live_agg *e;
+	uint32_t mask, count;
+	uint32_t now;
+	uint64_t rate;
+	int full;
+} la;
+
+static void live_cb(const struct hp_live_val *v, void *arg)
+{
+	(void)arg;
+	uint64_t n = v->size & ~HP_LIVE_SAMPLED, w = HP_FX_ONE;
+	uint32_t i = (uint32_t)hp_hash64(v->stack + 1) & la.mask;
+	while (la.e[i].key && la.e[i].key != v->stack + 1)
+		i = (i + 1) & la.mask;
+	struct live_agg *a = &la.e[i];
+	if (!a->key) {
+		if ((la.count + 1) * 4 > (la.mask + 1) * 3) {
+			la.full = 1;
+			return;
+		}
+		*a = (struct live_agg){.key = v->stack + 1, .oldest_birth = v->birth_ms};
+		la.count++;
+	}
+	if (v->size & HP_LIVE_SAMPLED) {
+		w = hp_weight_fx(n, la.rate);
+	}
+	a->blocks += w;
+	a->bytes += w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n);
+	uint32_t age = la.now - v->birth_ms;
+	a->age_sum += (double)age * (double)w / HP_FX_ONE;
+	if ((int32_t)(v->birth_ms - a->oldest_birth) < 0)
+		a->oldest_birth = v->birth_ms;
+}
+
+/* Walks the map before the stacks of this round are sent: every stack id in the map was
+ * published before its block was inserted, so hp_stacks_each_new sends it after. */
+static void live_collect(void)
+{
+	uint64_t want = (hp_live_count() + 1024) * 2, cap = 1024;
+	while (cap < want)
+		cap *= 2;
+	la.e = hp_map(cap * sizeof *la.e);
+	if (!la.e)
+		return;
+	la.mask = (uint32_t)cap - 1;
+	la.count = 0;
+	la.full = 0;
+	la.now = hp_now_ms();
+	la.rate = atomic_load(&hp.rate);
+	hp_live_each(live_cb, NULL);
+}
+
+static void live_recs(void)
+{
+	if (!la.e)
+		return;
+	uint32_t left = la.count, j = 0;
+	while (left > 0) {
+		uint32_t n = left < LIVE_PER_REC ? left : LIVE_PER_REC;
+		struct hp_live h = {.count = n};
+		uint32_t len = (uint32_t)(sizeof h + n * sizeof(struct hp_live_site));
+		uint8_t *d = buf_take(&c.sb, sizeof(struct hp_rec_hdr) + len);
+		if (!d)
+			break;
+		d += hp_rec_put_hdr(d, HP_REC_LIVE, len);
+		memcpy(d, &h, sizeof h);
+		d += sizeof h;
+		for (uint32_t k = 0; k < n; j++) {
+			const struct live_agg *a = &la.e[j];
+			if (!a->key)
+				continue;
+			double blocks = (double)a->blocks / HP_FX_ONE;
+			struct hp_live_site ls = {
+			    .stack_id = a->key - 1,
+			    .blocks = fx_round(a->blocks),
+			    .bytes = fx_round(a->bytes),
+			    .oldest_age_ms = la.now - a->oldest_birth,
+			    .mean_age_ms = (uint64_t)(a->age_sum / blocks + 0.5),
+			};
+			memcpy(d, &ls, sizeof ls);
+			d += sizeof ls;
+			k++;
+		}
+		left -= n;
+	}
+	hp_unmap(la.e, ((size_t)la.mask + 1) * sizeof *la.e);
+	la.e = NULL;
+}
+
+static uint64_t clamp_sub(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
 /* One round; 0, or -errno if the pipe is gone. */
 static int round_once(uint32_t flags)
 {
-	uint64_t untracked, lost;
-	hp_threads_drain(merge_cb, NULL, &untracked, &lost);
+	struct hp_sum now;
+	hp_threads_drain(merge_cb, NULL, &now);
+	if (hp.args.mode != HP_MODE_FULL)
+		totals_site(&now);
+	else if (flags & HP_ROUND_FINAL)
+		live_collect();
 	/* Stacks first, modules second: every stack sent was captured while its modules
 	 * were loaded, so the module scan that follows sees them. */
 	hp_stacks_each_new(stack_cb, NULL);
 	scan_modules();
 	sites_recs();
 	hp_site_tab_clear(&c.merged);
+	live_recs();
+	c.prev = now;
+	uint64_t held = atomic_load(&hp_mapped_bytes) + hp_stacks_bytes();
+	if (held > hp.max_memory)
+		hp_go_sampled();
+	if (atomic_load(&hp.went_sampled))
+		flags |= HP_ROUND_SAMPLED;
+	/* With sampling a miss may be an unsampled block or one from before attach: the
+	 * sampled frees' excess weight estimates the former. */
+	uint64_t untracked = now.untracked + clamp_sub(now.missed, fx_round(now.excess));
 	struct hp_round r = {
 	    .seq = ++c.seq,
 	    .flags = flags,
 	    .time_ns = mono_ns() - c.start_ns,
-	    .rss_bytes = rss_bytes(),
-	    .allocs = c.allocs,
-	    .alloc_bytes = c.alloc_bytes,
-	    .frees = c.frees,
-	    .freed_bytes = c.freed_bytes,
+	    .rss_bytes = hp_rss_bytes(),
+	    .allocs = now.allocs,
+	    .alloc_bytes = now.alloc_bytes,
+	    .frees = now.frees,
+	    .freed_bytes = now.freed_bytes,
 	    .untracked_frees = untracked,
-	    .live_blocks = c.allocs - c.frees,
-	    .live_bytes = c.alloc_bytes - c.freed_bytes,
-	    .lost = lost + atomic_load(&hp_lost_unrecorded) + (c.mb.oom || c.sb.oom),
-	    .payload_bytes = atomic_load(&hp_mapped_bytes) + hp_stacks_bytes(),
+	    .live_blocks = clamp_sub(now.allocs, now.frees),
+	    .live_bytes = clamp_sub(
+		hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable, now.freed_bytes),
+	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (c.mb.oom || c.sb.oom) + la.full,
+	    .payload_bytes = held,
 	};
 	buf_rec(&c.sb, HP_REC_ROUND, &r, sizeof r, NULL, 0);
-	int rc = hp_write_all(c.wfd, c.mb.p, c.mb.len);
+	int rc = write_out(c.mb.p, c.mb.len);
 	if (rc == 0)
-		rc = hp_write_all(c.wfd, c.sb.p, c.sb.len);
+		rc = write_out(c.sb.p, c.sb.len);
 	c.mb.len = c.sb.len = 0;
 	return rc;
 }
@@ -319,7 +500,7 @@ static void *collector_main(void *arg)
 			uint8_t rec[sizeof(struct hp_rec_hdr) + sizeof e];
 			hp_rec_put_hdr(rec, HP_REC_END, sizeof e);
 			memcpy(rec + sizeof(struct hp_rec_hdr), &e, sizeof e);
-			hp_write_all(c.wfd, rec, sizeof rec);
+			write_out(rec, sizeof rec);
 			break;
 		}
 	}
@@ -332,6 +513,7 @@ int hp_collector_start(int wfd, uint64_t start_mono_ns)
 {
 	c.wfd = wfd;
 	c.start_ns = start_mono_ns;
+	fcntl(wfd, F_SETFL, fcntl(wfd, F_GETFL) | O_NONBLOCK);
 	atomic_store(&c.stop, 0);
 	atomic_store(&c.wake, 0);
 	if (!c.mods)

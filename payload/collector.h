@@ -3,9 +3,14 @@
  * Contract: hp_collector_start starts the thread (every signal blocked, so a closed pipe
  * can never raise SIGPIPE in the target) writing to wfd, which it then owns. Every
  * interval it writes new MODULEs, new STACKs, the SITES deltas and the ROUND, with
- * blocking writes. If a write fails it restores every slot, closes wfd and exits (quiet).
- * hp_collector_stop (after the slots were restored) makes it write a final round and END,
- * close wfd and exit, and joins it. hp_collector_fini unmaps its memory.
+ * blocking writes; the final round (full mode) also walks the live map once for the LIVE
+ * records. It converts the threads' HP_FX counters to the format's integers (rounding each
+ * entry of each round), and makes the stack-0 entries of basic and extended modes from
+ * the threads' totals. It also switches to sampling when the stack table has taken the
+ * payload past max_memory (the live map and site tables ask before they grow). If a write fails it
+ * restores every slot, closes wfd and exits (quiet). hp_collector_stop (after the slots were
+ * restored) makes it write a final round and END, close wfd and exit, and joins it.
+ * hp_collector_fini unmaps its memory.
  */
 #ifndef HEAPPROF_COLLECTOR_H
 #define HEAPPROF_COLLECTOR_H
@@ -17,5 +22,7 @@ void hp_collector_stop(void);
 void hp_collector_fini(void);
 /* In a forked child: the pipe belongs to the parent's session. */
 void hp_collector_forget(void);
+/* The process's resident set, from /proc/self/statm (0 if unreadable). */
+uint64_t hp_rss_bytes(void);
 
 #endif

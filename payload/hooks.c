@@ -91,17 +91,93 @@ static void leave(struct hp_thread **t)
 
 static void lost(struct hp_thread *t)
 {
-	atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+	hp_own_add(&t->tot.lost, 1);
+}
+
+/* The allocator's own malloc_usable_size (whoever defines malloc defines it too); never
+ * hooked, so no GOT slot is touched for it. */
+static size_t (*_Atomic real_usable)(void *);
+
+static uint64_t usable(void *p)
+{
+	size_t (*f)(void *) = atomic_load_explicit(&real_usable, memory_order_relaxed);
+	return f ? f(p) : 0;
+}
+
+static uint64_t rate_now(void)
+{
+	return atomic_load_explicit(&hp.rate, memory_order_relaxed);
+}
+
+/* A tracked block is gone: its site gets the free, weighted as its allocation was. */
+static void free_found(struct hp_thread *t, const struct hp_live_val *v)
+{
+	uint64_t n = v->size & ~HP_LIVE_SAMPLED, w = HP_FX_ONE;
+	if (v->size & HP_LIVE_SAMPLED) {
+		w = hp_weight_fx(n, rate_now());
+		hp_own_add(&t->tot.excess, w - HP_FX_ONE);
+	}
+	hp_own_add(&t->tot.frees, 1);
+	hp_own_add(&t->tot.freed_bytes, n);
+	uint32_t age = hp_now_ms() - v->birth_ms;
+	struct hp_site_ctr c = {
+	    .key = hp_site_key(v->stack, hp_size_code(n)),
+	    .frees = w,
+	    .freed_bytes = (uint64_t)((double)w * (double)n),
+	    .temp_frees = age < HP_TEMPORARY_MS ? w : 0,
+	};
+	if (w == HP_FX_ONE)
+		c.freed_bytes = n << HP_FX;
+	hp_thread_add(t, &c);
+}
+
+/* A block not in the live map: under sampling most likely one that was not sampled (its
+ * usable size is all that is known); else one allocated before attach. */
+static void free_missed(struct hp_thread *t, uint64_t usable_bytes)
+{
+	if (rate_now()) {
+		hp_own_add(&t->tot.frees, 1);
+		hp_own_add(&t->tot.freed_bytes, usable_bytes);
+		hp_own_add(&t->tot.missed, 1);
+	} else {
+		hp_own_add(&t->tot.untracked, 1);
+	}
+}
+
+/* Without a live map (basic, extended) a free is counted by its usable size. */
+static void free_unmapped(struct hp_thread *t, uint64_t usable_bytes)
+{
+	hp_own_add(&t->tot.frees, 1);
+	hp_own_add(&t->tot.freed_bytes, usable_bytes);
 }
 
 static void record_alloc(struct hp_thread *t, void *p, size_t n)
 {
+	hp_own_add(&t->tot.allocs, 1);
+	hp_own_add(&t->tot.alloc_bytes, n);
+	if (hp.args.mode != HP_MODE_FULL) {
+		hp_own_add(&t->tot.alloc_usable, usable(p));
+		if (hp.args.mode == HP_MODE_EXTENDED) {
+			struct hp_site_ctr c = {.key = hp_site_key(0, hp_size_code(n)),
+						.allocs = HP_FX_ONE,
+						.alloc_bytes = (uint64_t)n << HP_FX};
+			hp_thread_add(t, &c);
+		}
+		return;
+	}
+	uint64_t rate = rate_now(), w = HP_FX_ONE;
+	struct hp_live_val old, v = {.size = n, .birth_ms = hp_now_ms()};
+	if (rate) {
+		if (!hp_sample_hit(t, n, rate))
+			return;
+		w = hp_weight_fx(n, rate);
+		v.size |= HP_LIVE_SAMPLED;
+	}
 	uint64_t frames[HP_MAX_DEPTH];
 	unsigned d = hp_stack_capture(frames, hp.args.max_depth);
-	uint32_t id = hp_stack_intern(frames, d);
-	if (!id)
+	v.stack = hp_stack_intern(frames, d);
+	if (!v.stack)
 		lost(t);
-	struct hp_live_val old, v = {.stack = id, .size = n};
 	int rc = hp_live_insert((uintptr_t)p, v, &old);
 	if (rc < 0) {
 		lost(t);
@@ -110,17 +186,26 @@ static void record_alloc(struct hp_thread *t, void *p, size_t n)
 	/* The address was freed behind our back (a signal handler, an unpatched module):
 	 * that block is gone, so its site gets the free. */
 	if (rc == 1)
-		hp_thread_add(t, old.stack, 0, 0, 1, old.size);
-	hp_thread_add(t, id, 1, n, 0, 0);
+		free_found(t, &old);
+	struct hp_site_ctr c = {
+	    .key = hp_site_key(v.stack, hp_size_code(n)),
+	    .allocs = w,
+	    .alloc_bytes = w == HP_FX_ONE ? (uint64_t)n << HP_FX : (uint64_t)((double)w * n),
+	};
+	hp_thread_add(t, &c);
 }
 
 static void record_free(struct hp_thread *t, void *p)
 {
+	if (hp.args.mode != HP_MODE_FULL) {
+		free_unmapped(t, usable(p));
+		return;
+	}
 	struct hp_live_val v;
 	if (hp_live_remove((uintptr_t)p, &v))
-		hp_thread_add(t, v.stack, 0, 0, 1, v.size);
+		free_found(t, &v);
 	else
-		atomic_fetch_add_explicit(&t->untracked, 1, memory_order_relaxed);
+		free_missed(t, rate_now() ? usable(p) : 0);
 }
 
 static void *hk_malloc(size_t n)
@@ -149,7 +234,8 @@ static void hk_free(void *p)
 	REAL(HK_FREE, void (*)(void *))(p);
 }
 
-/* realloc is one event: the old block's site gets the free, the new one's the alloc. */
+/* realloc is one event: the old block's site gets the free, the new one's the alloc. The
+ * old block is looked up (and its usable size taken) before the real call frees it. */
 static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(void *, size_t))
 {
 	if (!t)
@@ -161,19 +247,26 @@ static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(vo
 		return q;
 	}
 	struct hp_live_val v, old;
-	int had = hp_live_remove((uintptr_t)p, &v);
+	int had = 0;
+	uint64_t u = 0;
+	if (hp.args.mode == HP_MODE_FULL)
+		had = hp_live_remove((uintptr_t)p, &v);
+	if (!had && (hp.args.mode != HP_MODE_FULL || rate_now()))
+		u = usable(p);
 	void *q = real(p, n);
 	if (!q && n) {
 		if (had && hp_live_insert((uintptr_t)p, v, &old) < 0) {
-			hp_thread_add(t, v.stack, 0, 0, 1, v.size);
+			free_found(t, &v);
 			lost(t);
 		}
 		return NULL;
 	}
 	if (had)
-		hp_thread_add(t, v.stack, 0, 0, 1, v.size);
+		free_found(t, &v);
+	else if (hp.args.mode == HP_MODE_FULL)
+		free_missed(t, u);
 	else
-		atomic_fetch_add_explicit(&t->untracked, 1, memory_order_relaxed);
+		free_unmapped(t, u);
 	if (q)
 		record_alloc(t, q, n);
 	return q;
@@ -368,6 +461,13 @@ void hp_hooks_resolve(void)
 		void *r = dlsym(RTLD_DEFAULT, hooks[i].name);
 		if (r)
 			atomic_store(&hooks[i].real, r);
+		else
+			failed = 1;
+	}
+	if (!atomic_load(&real_usable)) {
+		void *u = dlsym(RTLD_DEFAULT, "malloc_usable_size");
+		if (u)
+			atomic_store(&real_usable, (size_t(*)(void *))u);
 		else
 			failed = 1;
 	}

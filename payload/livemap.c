@@ -7,10 +7,10 @@
 
 struct entry {
 	uint64_t addr; /* 0 = empty */
-	uint64_t size;
-	uint32_t stack;
-	uint32_t reserved;
+	struct hp_live_val v;
 };
+
+_Static_assert(sizeof(struct entry) == HP_LIVE_ENTRY_BYTES, "payload.h states it");
 
 struct shard {
 	hp_spin lock;
@@ -60,6 +60,8 @@ static void put(struct entry *e, uint32_t mask, const struct entry *x)
 static int grow(struct shard *s)
 {
 	uint32_t cap = s->e ? (s->mask + 1) * 2 : SHARD_MIN;
+	if (!hp_mem_admit((size_t)cap * sizeof(struct entry)))
+		return -1;
 	struct entry *e = hp_map((size_t)cap * sizeof *e);
 	if (!e)
 		return -1;
@@ -87,13 +89,12 @@ int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old
 	while (s->e[i].addr && s->e[i].addr != addr)
 		i = (i + 1) & s->mask;
 	if (s->e[i].addr) {
-		old->stack = s->e[i].stack;
-		old->size = s->e[i].size;
+		*old = s->e[i].v;
 		rc = 1;
 	} else {
 		s->count++;
 	}
-	s->e[i] = (struct entry){.addr = addr, .size = v.size, .stack = v.stack};
+	s->e[i] = (struct entry){.addr = addr, .v = v};
 	hp_spin_unlock(&s->lock);
 	return rc;
 }
@@ -114,8 +115,7 @@ int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
 		hp_spin_unlock(&s->lock);
 		return 0;
 	}
-	v->stack = s->e[i].stack;
-	v->size = s->e[i].size;
+	*v = s->e[i].v;
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
 	uint32_t j = i;
 	for (;;) {
@@ -132,4 +132,24 @@ int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
 	s->count--;
 	hp_spin_unlock(&s->lock);
 	return 1;
+}
+
+uint64_t hp_live_count(void)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < SHARDS; i++)
+		n += __atomic_load_n(&shards[i].count, __ATOMIC_RELAXED);
+	return n;
+}
+
+void hp_live_each(hp_live_fn fn, void *arg)
+{
+	for (unsigned i = 0; i < SHARDS; i++) {
+		struct shard *s = &shards[i];
+		hp_spin_lock(&s->lock);
+		for (uint32_t j = 0; s->e && j <= s->mask; j++)
+			if (s->e[j].addr)
+				fn(&s->e[j].v, arg);
+		hp_spin_unlock(&s->lock);
+	}
 }

@@ -1,9 +1,10 @@
-/* livemap.h - the exact map of live blocks: address -> (stack id, size).
+/* livemap.h - the exact map of live blocks: address -> (stack id, size, birth, sampled).
  *
  * Contract: sharded by address; each shard is an open-addressed table (linear probing,
- * backward-shift deletion) in mmap'd memory, grown under its own spinlock. Nothing here
- * calls out of the payload while holding a lock. A failed grow drops the insert (the
- * caller counts it lost; its later free is then untracked).
+ * backward-shift deletion) in mmap'd memory, grown under its own spinlock when
+ * hp_mem_admit allows it. An entry is HP_LIVE_ENTRY_BYTES. Nothing here calls out of the
+ * payload while holding a lock but the mmap of a grow. A refused or failed grow drops
+ * the insert (the caller counts it lost; its later free is then a miss).
  */
 #ifndef HEAPPROF_LIVEMAP_H
 #define HEAPPROF_LIVEMAP_H
@@ -11,9 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define HP_LIVE_SAMPLED (1ull << 63) /* in size: the block was sampled (weighted) */
+
 struct hp_live_val {
 	uint32_t stack;
-	uint64_t size;
+	uint32_t birth_ms; /* hp_now_ms at the allocation */
+	uint64_t size;	   /* requested bytes | HP_LIVE_SAMPLED */
 };
 
 int hp_live_init(void);
@@ -23,5 +27,11 @@ void hp_live_fini(void);
 int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old);
 /* 1 = removed (*v is what it held); 0 = not there. */
 int hp_live_remove(uintptr_t addr, struct hp_live_val *v);
+
+/* Blocks in the map now (racy sum: a sizing hint). */
+uint64_t hp_live_count(void);
+/* Calls fn for every entry, one shard at a time under its lock: fn must not call out. */
+typedef void (*hp_live_fn)(const struct hp_live_val *v, void *arg);
+void hp_live_each(hp_live_fn fn, void *arg);
 
 #endif

@@ -1,4 +1,4 @@
-# payload/: the library injected into the target (see doc/design.md, "Payload").
+# payload/: the library injected into the target (see docs/design.md, "Payload").
 # Built without libtool and never with the sanitizer flags: its CFLAGS replace AM_CFLAGS.
 payload_PROGRAMS += payload/heapprof-payload.so
 payload_heapprof_payload_so_SOURCES = \
@@ -7,6 +7,7 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/hooks.c payload/hooks.h \
 	payload/threads.c payload/threads.h \
 	payload/stacks.c payload/stacks.h \
+	payload/unwind.c payload/unwind.h \
 	payload/livemap.c payload/livemap.h \
 	payload/collector.c payload/collector.h \
 	src/common/hpstream.c src/common/hpstream.h
@@ -46,3 +47,29 @@ tests_unit_test_payload_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) \
 	-DPAYLOAD_PATH='"$(abs_top_builddir)/payload/heapprof-payload.so"'
 tests_unit_test_payload_LDFLAGS = -rdynamic
 tests_unit_test_payload_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
+
+# The unwinder against libgcc's (tests/unit/test-unwind.c) on unwind-shapes.c built with
+# and without frame pointers.
+check_PROGRAMS += tests/unit/unwind-fp.so tests/unit/unwind-nofp.so tests/unit/test-unwind
+TESTS += tests/unit/test-unwind
+tests_unit_unwind_fp_so_SOURCES = tests/unit/unwind-shapes.c
+tests_unit_unwind_fp_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O2 -fPIC -fno-omit-frame-pointer \
+	-DSHAPE_PREFIX=fp_
+tests_unit_unwind_fp_so_LDFLAGS = $(HP_GOTLIB_LINK)
+tests_unit_unwind_nofp_so_SOURCES = tests/unit/unwind-shapes.c
+tests_unit_unwind_nofp_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O2 -fPIC -fomit-frame-pointer \
+	-DSHAPE_PREFIX=nofp_
+tests_unit_unwind_nofp_so_LDFLAGS = $(HP_GOTLIB_LINK)
+tests_unit_test_unwind_SOURCES = tests/unit/test-unwind.c payload/unwind.c payload/unwind.h
+tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) \
+	-DUNWIND_FP_PATH='"$(abs_top_builddir)/tests/unit/unwind-fp.so"' \
+	-DUNWIND_NOFP_PATH='"$(abs_top_builddir)/tests/unit/unwind-nofp.so"'
+tests_unit_test_unwind_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
+
+# The per-capture cost of the unwinder, built by `make bench-programs` only.
+EXTRA_PROGRAMS += bench/unwind-bench
+CLEANFILES += bench/unwind-bench
+bench_unwind_bench_SOURCES = bench/unwind-bench.c payload/unwind.c payload/unwind.h
+bench_unwind_bench_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -g -O2
+bench_unwind_bench_LDADD = -lpthread
+bench-programs: bench/unwind-bench$(EXEEXT)

@@ -2,6 +2,10 @@
  *
  * Contract: the payload never allocates through malloc; all of its memory comes from
  * hp_map/hp_unmap (mmap), which keep hp_mapped_bytes, the payload_bytes of each ROUND.
+ * Growth that the payload could do without (live map, site tables) asks hp_mem_admit
+ * first: the first refusal (max_memory reached) switches recording to sampling for good.
+ * A live block costs HP_LIVE_ENTRY_BYTES (24) in the live map, whose tables are kept
+ * between 3/8 and 3/4 full: 32 to 64 bytes per live tracked block, 43 on average.
  * hp_spin is a test-and-set lock for short critical sections that never call out of the
  * payload; a holder may be preempted, so waiters yield after a few spins.
  */
@@ -20,7 +24,20 @@ struct hp_payload {
 	uintptr_t text_lo, text_hi; /* every PT_LOAD of the payload: frames to drop */
 	uintptr_t base;		    /* the payload's dlpi_addr: never patched */
 	atomic_int recording;	    /* hooks record only while set */
+	uint64_t max_memory;	    /* bytes: the limit hp_mem_admit enforces */
+	uint64_t start_ms;	    /* CLOCK_MONOTONIC_COARSE at start, in ms */
+	/* Mean bytes between sampled allocations; 0 = every one. Set at start, or once by
+	 * hp_go_sampled; read by the hooks on every allocation. */
+	_Atomic uint64_t rate;
+	atomic_int went_sampled; /* max_memory was reached: rounds carry HP_ROUND_SAMPLED */
 };
+
+#define HP_LIVE_ENTRY_BYTES 24
+/* Sampling rate used when max_memory is reached and none was given. */
+#define HP_DEFAULT_SAMPLE_RATE (512u << 10)
+/* The default max_memory: the larger of this and HP_DEFAULT_MAX_MEMORY_PCT% of the RSS. */
+#define HP_DEFAULT_MAX_MEMORY (256ull << 20)
+#define HP_DEFAULT_MAX_MEMORY_PCT 5
 
 extern struct hp_payload hp;
 
@@ -36,6 +53,13 @@ void hp_unmap(void *p, size_t len);
 void *hp_reserve(size_t len);
 void hp_unreserve(void *p, size_t len);
 size_t hp_page_round(size_t len);
+/* 1 if the payload may map len more bytes within max_memory; else 0, after switching to
+ * sampling (hp_go_sampled). */
+int hp_mem_admit(size_t len);
+void hp_go_sampled(void);
+
+/* ms since start, from the vDSO's coarse clock (no syscall, a few ns). */
+uint32_t hp_now_ms(void);
 
 typedef atomic_int hp_spin;
 

@@ -1,10 +1,10 @@
 #include "stacks.h"
 
 #include <string.h>
-#include <unwind.h>
 
 #include "hpformat.h"
 #include "payload.h"
+#include "unwind.h"
 
 #define CLAIMING UINT32_MAX
 
@@ -47,13 +47,14 @@ int hp_stacks_init(uint64_t max_memory)
 	atomic_store(&st.next_id, 1);
 	atomic_store(&st.arena_used, 0);
 	st.sent_upto = 1;
-	if (!st.slots || !st.ents || !st.arena)
+	if (!st.slots || !st.ents || !st.arena || hp_unwind_init() < 0)
 		return -1;
 	return 0;
 }
 
 void hp_stacks_fini(void)
 {
+	hp_unwind_fini();
 	if (st.slots)
 		hp_unreserve((void *)st.slots, st.nslots * sizeof *st.slots);
 	if (st.ents)
@@ -73,30 +74,12 @@ uint64_t hp_stacks_bytes(void)
 	       used * sizeof(uint64_t);
 }
 
-struct walk {
-	uint64_t *frames;
-	unsigned max, n;
-};
-
-static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
-{
-	struct walk *w = arg;
-	uintptr_t ip = _Unwind_GetIP(ctx);
-	if (ip == 0 || w->n >= w->max)
-		return _URC_END_OF_STACK;
-	if (ip < hp.text_lo || ip >= hp.text_hi)
-		w->frames[w->n++] = ip;
-	return _URC_NO_REASON;
-}
-
-/* libgcc's unwinder, linked in privately, rather than libunwind: libunwind keeps a pipe
- * open and registers a thread-exit destructor, so unloading it breaks the target. libgcc
- * finds each frame's FDE through glibc's lock-free _dl_find_object and allocates nothing. */
+/* The fast unwinder, whose results equal libgcc's _Unwind_Backtrace (linked in privately)
+ * frame for frame. Not libunwind: it keeps a pipe open and registers a thread-exit
+ * destructor, so unloading it breaks the target. */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max)
 {
-	struct walk w = {.frames = frames, .max = max};
-	_Unwind_Backtrace(walk_frame, &w);
-	return w.n;
+	return hp_unwind(frames, max, hp.text_lo, hp.text_hi);
 }
 
 static uint64_t frames_hash(const uint64_t *f, unsigned depth)
@@ -167,6 +150,7 @@ uint32_t hp_stack_intern(const uint64_t *f, unsigned depth)
 
 void hp_stacks_each_new(hp_stack_fn fn, void *arg)
 {
+	hp_unwind_check_modules();
 	uint32_t end = atomic_load_explicit(&st.next_id, memory_order_acquire);
 	if (end > st.max_ids + 1)
 		end = st.max_ids + 1;

@@ -1,11 +1,13 @@
 /* stacks.h - capturing and interning call stacks.
  *
- * Contract: hp_stack_capture unwinds the caller with libgcc's _Unwind_Backtrace and drops
- * the payload's own frames by address, so frames[0] is the return address into the caller
- * of the hooked function. hp_stack_intern gives equal stacks one id (>= 1) in a global
- * lock-free bounded table; 0 means the table is full. An id is returned only once its
- * frames are fully written, so hp_stacks_each_new (collector only) can hand each stack
- * that any thread holds an id for exactly once, at the latest in the round after.
+ * Contract: hp_stack_capture unwinds the caller with hp_unwind (unwind.h: cached CFA rules,
+ * same result as libgcc's _Unwind_Backtrace) and drops the payload's own frames by
+ * address, so frames[0] is the return address into the caller of the hooked function.
+ * hp_stack_intern gives equal stacks one id (>= 1) in a global lock-free bounded table; 0 means the
+ * table is full. An id is returned only once its frames are fully written, so hp_stacks_each_new
+ * (collector only) can hand each stack that any thread holds an id for exactly once, at the latest
+ * in the round after; being called once a round, it also has the unwinder forget its rules after a
+ * dlclose.
  */
 #ifndef HEAPPROF_STACKS_H
 #define HEAPPROF_STACKS_H

@@ -66,6 +66,36 @@ void hp_unmap(void *p, size_t len)
 	atomic_fetch_sub(&hp_mapped_bytes, hp_page_round(len));
 }
 
+int hp_mem_admit(size_t len)
+{
+	uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed) +
+			hp_stacks_bytes() + hp_page_round(len);
+	if (held <= hp.max_memory)
+		return 1;
+	hp_go_sampled();
+	return 0;
+}
+
+void hp_go_sampled(void)
+{
+	if (atomic_exchange(&hp.went_sampled, 1))
+		return;
+	uint64_t none = 0;
+	atomic_compare_exchange_strong(&hp.rate, &none, HP_DEFAULT_SAMPLE_RATE);
+}
+
+static uint64_t coarse_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint32_t hp_now_ms(void)
+{
+	return (uint32_t)(coarse_ms() - hp.start_ms);
+}
+
 static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
@@ -99,7 +129,7 @@ static int validate(const struct hp_start_args *a)
 {
 	if (!a || a->abi_version != HP_ABI_VERSION)
 		return -EINVAL;
-	if (a->mode != HP_MODE_FULL)
+	if (a->mode != HP_MODE_BASIC && a->mode != HP_MODE_EXTENDED && a->mode != HP_MODE_FULL)
 		return -EINVAL;
 	if (a->interval_ms < 10 || a->max_depth < 1 || a->max_depth > HP_MAX_DEPTH)
 		return -EINVAL;
@@ -125,7 +155,7 @@ static int write_hello(int fd, uint64_t mono)
 	    .mode = hp.args.mode,
 	    .interval_ms = hp.args.interval_ms,
 	    .max_depth = hp.args.max_depth,
-	    .sample_rate = 0,
+	    .sample_rate = hp.args.sample_rate,
 	    .start_mono_ns = mono,
 	    .start_real_ns = clock_ns(CLOCK_REALTIME),
 	};
@@ -140,9 +170,19 @@ static int write_hello(int fd, uint64_t mono)
 static int start_locked(const struct hp_start_args *args, int *patched)
 {
 	hp.args = *args;
+	hp.start_ms = coarse_ms();
+	atomic_store(&hp.rate, args->sample_rate);
+	atomic_store(&hp.went_sampled, 0);
+	hp.max_memory = args->max_memory;
+	if (!hp.max_memory) {
+		uint64_t rss = hp_rss_bytes();
+		hp.max_memory = rss / 100 * HP_DEFAULT_MAX_MEMORY_PCT;
+		if (hp.max_memory < HP_DEFAULT_MAX_MEMORY)
+			hp.max_memory = HP_DEFAULT_MAX_MEMORY;
+	}
 	if (!dl_iterate_phdr(self_cb, NULL))
 		return -ENOENT;
-	if (hp_threads_init() < 0 || hp_live_init() < 0 || hp_stacks_init(args->max_memory) < 0)
+	if (hp_threads_init() < 0 || hp_live_init() < 0 || hp_stacks_init(hp.max_memory) < 0)
 		return -ENOMEM;
 	/* From here on this (borrowed) thread's own allocations are the payload's. */
 	struct hp_thread *self = hp_thread_self();

@@ -48,7 +48,9 @@ struct hp_thread *hp_thread_self(void)
 
 static int tab_resize(struct hp_site_tab *t, uint32_t cap)
 {
-	struct hp_site_ctr *e = hp_map(cap * sizeof *e);
+	if (!hp_mem_admit((size_t)cap * sizeof(struct hp_site_ctr)))
+		return -1;
+	struct hp_site_ctr *e = hp_map((size_t)cap * sizeof *e);
 	if (!e)
 		return -1;
 	struct hp_site_tab n = {.e = e, .mask = cap - 1, .count = 0};
@@ -74,6 +76,7 @@ int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 			e->alloc_bytes += c->alloc_bytes;
 			e->frees += c->frees;
 			e->freed_bytes += c->freed_bytes;
+			e->temp_frees += c->temp_frees;
 			return 0;
 		}
 		if (e->key == 0) {
@@ -98,26 +101,20 @@ void hp_site_tab_free(struct hp_site_tab *t)
 	*t = (struct hp_site_tab){0};
 }
 
-void hp_thread_add(struct hp_thread *t, uint32_t stack_id, uint64_t allocs, uint64_t alloc_bytes,
-		   uint64_t frees, uint64_t freed_bytes)
+void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
 {
-	struct hp_site_ctr c = {
-	    .key = stack_id + 1,
-	    .allocs = allocs,
-	    .alloc_bytes = alloc_bytes,
-	    .frees = frees,
-	    .freed_bytes = freed_bytes,
-	};
 	hp_spin_lock(&t->lock);
-	int rc = hp_site_tab_add(&t->tab[t->active], &c);
+	int rc = hp_site_tab_add(&t->tab[t->active], c);
 	hp_spin_unlock(&t->lock);
 	if (rc < 0)
-		atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+		hp_own_add(&t->tot.lost, 1);
 }
 
-void hp_threads_drain(hp_site_fn fn, void *arg, uint64_t *untracked, uint64_t *lost)
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum)
 {
-	uint64_t u = 0, l = 0;
+	*sum = (struct hp_sum){0};
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
 		struct hp_thread *t = &threads[i];
 		if (!atomic_load_explicit(&t->key, memory_order_acquire))
@@ -133,9 +130,86 @@ void hp_threads_drain(hp_site_fn fn, void *arg, uint64_t *untracked, uint64_t *l
 			if (tab->e[j].key)
 				fn(&tab->e[j], arg);
 		hp_site_tab_clear(tab);
-		u += atomic_load_explicit(&t->untracked, memory_order_relaxed);
-		l += atomic_load_explicit(&t->lost, memory_order_relaxed);
+		sum->allocs += LOAD(t->tot.allocs);
+		sum->alloc_bytes += LOAD(t->tot.alloc_bytes);
+		sum->frees += LOAD(t->tot.frees);
+		sum->freed_bytes += LOAD(t->tot.freed_bytes);
+		sum->alloc_usable += LOAD(t->tot.alloc_usable);
+		sum->untracked += LOAD(t->tot.untracked);
+		sum->missed += LOAD(t->tot.missed);
+		sum->excess += LOAD(t->tot.excess);
+		sum->lost += LOAD(t->tot.lost);
 	}
-	*untracked = u;
-	*lost = l;
+}
+
+/* Sampling math without libm (loading it could outlive the payload): natural log and
+ * exp(-x) to ~1e-7, plenty for weights and intervals. */
+static double ln_pos(double u)
+{
+	uint64_t b;
+	memcpy(&b, &u, sizeof b);
+	int e = (int)((b >> 52) & 0x7ff) - 1023;
+	b = (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+	double m;
+	memcpy(&m, &b, sizeof m);
+	if (m > 1.41421356237) {
+		m /= 2;
+		e++;
+	}
+	double z = (m - 1) / (m + 1), z2 = z * z;
+	double s = z * (2 + z2 * (2.0 / 3 + z2 * (2.0 / 5 + z2 * (2.0 / 7 + z2 * (2.0 / 9)))));
+	return e * 0.69314718055994531 + s;
+}
+
+/* 1 - exp(-x), the probability that an allocation of x mean intervals is sampled. */
+static double sample_prob(double x)
+{
+	if (x < 1e-3)
+		return x * (1 - x / 2 * (1 - x / 3 * (1 - x / 4)));
+	if (x > 40)
+		return 1;
+	int k = (int)(x / 0.69314718055994531);
+	double r = x - k * 0.69314718055994531, t = 1, e = 1;
+	for (int i = 1; i <= 10; i++) {
+		t *= -r / i;
+		e += t;
+	}
+	while (k-- > 0)
+		e *= 0.5;
+	return 1 - e;
+}
+
+/* The weight of a sampled block of n bytes in HP_FX fixed point: how many allocations of
+ * its kind it stands for. */
+uint64_t hp_weight_fx(uint64_t n, uint64_t rate)
+{
+	double w = 1 / sample_prob((double)(n ? n : 1) / (double)rate);
+	return (uint64_t)(w * HP_FX_ONE + 0.5);
+}
+
+/* Bytes to the next sampled allocation: exponential with mean rate (a Poisson process over
+ * the allocated bytes, as tcmalloc and jemalloc sample). */
+static int64_t next_interval(struct hp_thread *t, uint64_t rate)
+{
+	uint64_t x = t->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	t->rng = x;
+	double u = (double)(((x * 0x2545f4914f6cdd1dull) >> 11) + 1) * 0x1p-53;
+	double d = -ln_pos(u) * (double)rate;
+	return d < 1 ? 1 : d > 0x1p62 ? (int64_t)1 << 62 : (int64_t)d;
+}
+
+int hp_sample_hit(struct hp_thread *t, uint64_t n, uint64_t rate)
+{
+	if (!t->rng) {
+		t->rng = hp_hash64((uintptr_t)t ^ ((uint64_t)hp_now_ms() << 32)) | 1;
+		t->countdown = next_interval(t, rate);
+	}
+	t->countdown -= (int64_t)(n ? n : 1);
+	if (t->countdown > 0)
+		return 0;
+	t->countdown = next_interval(t, rate);
+	return 1;
 }

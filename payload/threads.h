@@ -3,23 +3,44 @@
  * Contract: hp_thread_self returns the calling thread's record from a fixed, mmap'd,
  * open-addressed table (NULL only if the table is full), inserting it on first use. A
  * record whose thread exited is inherited by the next thread with the same pthread_t;
- * that is exact because records only ever add. Only the owning thread touches `guard`.
- * Each record holds two site tables (stack id -> counters): the owner adds to the active
+ * that is exact because records only ever add. Only the owning thread writes a record
+ * (hp_own_add on the totals: plain loads and stores, no locked instruction); records are
+ * cache-line aligned so threads never share a line.
+ * Each record holds two site tables ((stack id, size key) -> counters in HP_FX fixed
+ * point, so sampled events can carry fractional weights): the owner adds to the active
  * one under the record's spinlock (uncontended but for the collector's swap);
  * hp_threads_drain, called by the collector only, swaps each record's tables and hands
- * every counter of the retired one to a callback, then empties it.
+ * every counter of the retired one to a callback, then empties it, and sums the totals.
  */
 #ifndef HEAPPROF_THREADS_H
 #define HEAPPROF_THREADS_H
 
 #include <stdint.h>
 
+#include "hpformat.h"
 #include "payload.h"
 
+/* Site counters are fixed point with HP_FX fractional bits: 2^56 events or bytes per
+ * round and entry, with weights resolved to 1/256. */
+#define HP_FX 8
+#define HP_FX_ONE (1u << HP_FX)
+
+/* A size key as 32 bits: enum hp_size_key << 24 | the exact size or the power's exponent. */
+static inline uint32_t hp_size_code(uint64_t n)
+{
+	if (n <= HP_EXACT_SIZE_MAX)
+		return (uint32_t)HP_SIZE_EXACT << 24 | (uint32_t)n;
+	return (uint32_t)HP_SIZE_POW2 << 24 | (uint32_t)(63 - __builtin_clzll(n));
+}
+
+static inline uint64_t hp_site_key(uint32_t stack_id, uint32_t size_code)
+{
+	return (uint64_t)(stack_id + 1) << 32 | size_code;
+}
+
 struct hp_site_ctr {
-	uint32_t key; /* stack id + 1; 0 = empty */
-	uint32_t reserved;
-	uint64_t allocs, alloc_bytes, frees, freed_bytes;
+	uint64_t key;						      /* hp_site_key; 0 = empty */
+	uint64_t allocs, alloc_bytes, frees, freed_bytes, temp_frees; /* HP_FX fixed point */
 };
 
 /* An open-addressed, growable (mmap) table of counters; also the collector's merge. */
@@ -29,27 +50,55 @@ struct hp_site_tab {
 	uint32_t count;
 };
 
+/* Cumulative since start, written by the owner only, summed by the collector. */
+struct hp_totals {
+	_Atomic uint64_t allocs, alloc_bytes, frees, freed_bytes;
+	_Atomic uint64_t alloc_usable; /* basic/extended: usable bytes of the allocations */
+	_Atomic uint64_t untracked;    /* unsampled: frees of blocks not in the live map */
+	_Atomic uint64_t missed;       /* sampling: the same, counted in frees too */
+	_Atomic uint64_t excess;       /* sampling: sum of (weight - 1) of sampled frees, HP_FX */
+	_Atomic uint64_t lost;	       /* events that could not be recorded */
+};
+
 struct hp_thread {
 	_Atomic uintptr_t key; /* pthread_t; 0 = free */
 	int guard;	       /* set while the thread runs payload code on its own behalf */
 	hp_spin lock;
 	unsigned active;
 	struct hp_site_tab tab[2];
-	_Atomic uint64_t untracked; /* frees of blocks not in the live map */
-	_Atomic uint64_t lost;	    /* events that could not be recorded */
-};
+	struct hp_totals tot;
+	int64_t countdown; /* sampling: bytes left before the next sampled allocation */
+	uint64_t rng;	   /* xorshift64* state; 0 until the first sampling decision */
+} __attribute__((aligned(64)));
+
+static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
 
 int hp_threads_init(void);
 void hp_threads_fini(void);
 struct hp_thread *hp_thread_self(void);
 
-/* Adds one event's counters for stack_id to the caller's active table. */
-void hp_thread_add(struct hp_thread *t, uint32_t stack_id, uint64_t allocs, uint64_t alloc_bytes,
-		   uint64_t frees, uint64_t freed_bytes);
+/* Sampling by bytes (rate > 0): 1 if this allocation of n bytes is sampled, from the
+ * thread's countdown and generator. */
+int hp_sample_hit(struct hp_thread *t, uint64_t n, uint64_t rate);
+/* How many allocations a sampled block of n bytes stands for, 1 / (1 - exp(-n / rate)),
+ * in HP_FX fixed point. */
+uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
+
+/* Adds one event's counters (c->key set) to the caller's active table. */
+void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c);
+
+/* Plain sums of every record's totals. */
+struct hp_sum {
+	uint64_t allocs, alloc_bytes, frees, freed_bytes, alloc_usable, untracked, missed, excess,
+	    lost;
+};
 
 typedef void (*hp_site_fn)(const struct hp_site_ctr *c, void *arg);
-/* Returns the cumulative untracked and lost counts of all records. */
-void hp_threads_drain(hp_site_fn fn, void *arg, uint64_t *untracked, uint64_t *lost);
+void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum);
 
 /* 0, or -1 if the table could not grow (nothing added). */
 int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c);

@@ -33,7 +33,7 @@
 #define DEFAULT_INTERVAL_MS 1000
 #define MIN_INTERVAL_MS 10
 #define MAX_INTERVAL_MS 600000
-#define MAX_DEPTH 64
+#define DEFAULT_DEPTH 64
 /* How long the viewer may take to symbolize and write the file once the stream ended. */
 #define VIEWER_GRACE_MS 60000
 /* How long a target that closed its pipe may take to become a zombie. */
@@ -45,7 +45,13 @@ struct options {
 	const char *output; /* NULL: the default name */
 	int batch;
 	pid_t pid;
+	uint32_t mode;	      /* enum hp_mode */
+	uint32_t max_depth;   /* frames per stack */
+	uint64_t sample_rate; /* bytes; 0 = every allocation */
+	uint64_t max_memory;  /* bytes; 0 = the payload's default */
 };
+
+enum { OPT_MODE = 256, OPT_SAMPLE_RATE, OPT_MAX_MEMORY, OPT_MAX_DEPTH };
 
 static void usage(FILE *f)
 {
@@ -61,6 +67,19 @@ static void usage(FILE *f)
 		"  -o, --output FILE   write the profile to FILE\n"
 		"                      (default: heapprof.COMM.PID.hpf in this directory)\n"
 		"  -b, --batch         print one plain line per round on stdout\n"
+		"      --mode MODE     what to record: 'basic' (counts and bytes per round),\n"
+		"                      'extended' (plus a histogram of sizes) or 'full' (plus\n"
+		"                      a call stack per allocation and every live block;\n"
+		"                      the default)\n"
+		"      --sample-rate BYTES  in full mode, give a stack and live tracking to one\n"
+		"                      allocation per BYTES allocated on average (random,\n"
+		"                      per-site numbers scaled back; totals stay exact);\n"
+		"                      0 records every allocation (the default)\n"
+		"      --max-memory BYTES  memory the profiler may take in the process; when\n"
+		"                      reached it switches to sampling (default: 256M or 5%%\n"
+		"                      of the process's resident memory, the larger)\n"
+		"      --max-depth N   frames per call stack, 1..%d (default: %d)\n"
+		"                      BYTES take a K, M or G suffix (powers of 1024)\n"
 		"  -h, --help          show this help and exit\n"
 		"  -V, --version       show the version and exit\n"
 		"\n"
@@ -70,7 +89,38 @@ static void usage(FILE *f)
 		"Exit status: 0 the profile was written and the process was left as found\n"
 		"(or it exited); 1 attaching, profiling or detaching failed (the message says\n"
 		"why); 2 the command line is wrong.\n",
-		MIN_INTERVAL_MS, MAX_INTERVAL_MS, DEFAULT_INTERVAL_MS);
+		MIN_INTERVAL_MS, MAX_INTERVAL_MS, DEFAULT_INTERVAL_MS, HP_MAX_DEPTH, DEFAULT_DEPTH);
+}
+
+/* 0 and *v for a decimal byte count with an optional K, M or G suffix, else -1. */
+static int parse_bytes(const char *s, uint64_t *v)
+{
+	char num[32];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+	if (n == 0 || n >= sizeof num)
+		return -1;
+	memcpy(num, s, n + 1);
+	switch (num[n - 1]) {
+	case 'K':
+	case 'k':
+		shift = 10;
+		break;
+	case 'M':
+	case 'm':
+		shift = 20;
+		break;
+	case 'G':
+	case 'g':
+		shift = 30;
+		break;
+	}
+	if (shift)
+		num[--n] = '\0';
+	if (hp_cli_uint(num, 0, UINT64_MAX >> shift, v) < 0)
+		return -1;
+	*v <<= shift;
+	return 0;
 }
 
 /* -1: exit with *status now (help, version or a usage error). */
@@ -81,6 +131,10 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 	    {"interval", required_argument, NULL, 'i'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"batch", no_argument, NULL, 'b'},
+	    {"mode", required_argument, NULL, OPT_MODE},
+	    {"sample-rate", required_argument, NULL, OPT_SAMPLE_RATE},
+	    {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+	    {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -89,6 +143,8 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 	int c;
 
 	o->interval_ms = DEFAULT_INTERVAL_MS;
+	o->mode = HP_MODE_FULL;
+	o->max_depth = DEFAULT_DEPTH;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":d:i:o:bhV", longopts, NULL)) != -1) {
 		switch (c) {
@@ -122,6 +178,47 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 			break;
 		case 'b':
 			o->batch = 1;
+			break;
+		case OPT_MODE:
+			if (strcmp(optarg, "basic") == 0) {
+				o->mode = HP_MODE_BASIC;
+			} else if (strcmp(optarg, "extended") == 0) {
+				o->mode = HP_MODE_EXTENDED;
+			} else if (strcmp(optarg, "full") == 0) {
+				o->mode = HP_MODE_FULL;
+			} else {
+				*status = hp_cli_usage_error(
+				    PROG, "invalid --mode '%s': give basic, extended or full",
+				    optarg);
+				return -1;
+			}
+			break;
+		case OPT_SAMPLE_RATE:
+			if (parse_bytes(optarg, &o->sample_rate) < 0) {
+				*status = hp_cli_usage_error(
+				    PROG,
+				    "invalid --sample-rate '%s': give bytes (K, M, G allowed), 0 "
+				    "for none",
+				    optarg);
+				return -1;
+			}
+			break;
+		case OPT_MAX_MEMORY:
+			if (parse_bytes(optarg, &o->max_memory) < 0 || o->max_memory == 0) {
+				*status = hp_cli_usage_error(
+				    PROG, "invalid --max-memory '%s': give bytes (K, M, G allowed)",
+				    optarg);
+				return -1;
+			}
+			break;
+		case OPT_MAX_DEPTH:
+			if (hp_cli_uint(optarg, 1, HP_MAX_DEPTH, &v) < 0) {
+				*status = hp_cli_usage_error(
+				    PROG, "invalid --max-depth '%s': give frames from 1 to %d",
+				    optarg, HP_MAX_DEPTH);
+				return -1;
+			}
+			o->max_depth = (uint32_t)v;
 			break;
 		case 'h':
 			usage(stdout);
@@ -462,9 +559,11 @@ static int run(struct run *r)
 
 	struct hp_start_args args = {
 	    .abi_version = HP_ABI_VERSION,
-	    .mode = HP_MODE_FULL,
+	    .mode = r->o.mode,
 	    .interval_ms = r->o.interval_ms,
-	    .max_depth = MAX_DEPTH,
+	    .max_depth = r->o.max_depth,
+	    .sample_rate = r->o.sample_rate,
+	    .max_memory = r->o.max_memory,
 	};
 	int fd;
 	if (hp_inject_load(r->o.pid, payload, &args, &fd, &err) < 0) {

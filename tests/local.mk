@@ -42,3 +42,6 @@ HP_E2E_TESTS = \
 	tests/integration/test-e2e-repeat.sh
 TESTS += $(HP_E2E_TESTS)
 EXTRA_DIST += $(HP_E2E_TESTS) tests/integration/lib.sh
+
+TESTS += tests/integration/test-e2e-modes.sh
+EXTRA_DIST += tests/integration/test-e2e-modes.sh

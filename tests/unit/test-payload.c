@@ -3,12 +3,15 @@
  * The test dlopens the built payload, starts it, runs a known workload in 4 threads and
  * checks the stream (read with hpstream.h) against it, then checks that stop and dlclose
  * leave no mapping and no fd behind, and that a reader closing the pipe makes the payload
- * go quiet without a SIGPIPE. While the payload records, nothing here allocates but the
- * workload: threads, buffers and the reader's record buffer are all made beforehand.
+ * go quiet without a SIGPIPE. Then, in sessions of their own: size keys and temporary
+ * frees, LIVE records with ages, basic and extended modes, sampling estimates and the
+ * max_memory switch. While the payload records, nothing here allocates but the workload:
+ * threads, buffers and the reader's record buffer are all made beforehand.
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <link.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -34,6 +38,7 @@
 #define NCALLOC 10
 #define MAX_STACKS 8192
 #define MAX_MODS 256
+#define MAX_KEYED 4096
 
 static hp_start_fn start_fn;
 static hp_stop_fn stop_fn;
@@ -111,7 +116,33 @@ static struct {
 	struct hp_site_delta sum[MAX_STACKS];
 	char mods[MAX_MODS][256];
 	int nmods;
+	/* every SITES entry summed by (stack, size key) */
+	struct hp_site_delta keyed[MAX_KEYED];
+	int nkeyed, keyed_overflow;
+	struct hp_live_site live[MAX_STACKS];
+	int live_recs, stacks, round_flags, live_before_round;
 } rd;
+
+static void keyed_add(const struct hp_site_delta *d)
+{
+	for (int i = 0; i < rd.nkeyed; i++) {
+		struct hp_site_delta *k = &rd.keyed[i];
+		if (k->stack_id == d->stack_id && k->size_kind == d->size_kind &&
+		    k->size == d->size) {
+			k->allocs += d->allocs;
+			k->alloc_bytes += d->alloc_bytes;
+			k->frees += d->frees;
+			k->freed_bytes += d->freed_bytes;
+			k->temp_frees += d->temp_frees;
+			return;
+		}
+	}
+	if (rd.nkeyed == MAX_KEYED) {
+		rd.keyed_overflow = 1;
+		return;
+	}
+	rd.keyed[rd.nkeyed++] = *d;
+}
 
 static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
 {
@@ -133,6 +164,7 @@ static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
 		if (s.depth)
 			hp_take(&b, end, &f0, sizeof f0);
 		rd.have[s.id] = 1;
+		rd.stacks++;
 		rd.frame0[s.id] = f0;
 		rd.depth[s.id] = s.depth;
 	} else if (type == HP_REC_SITES) {
@@ -145,14 +177,33 @@ static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
 				continue;
 			if (d.stack_id && !rd.have[d.stack_id])
 				rd.order_ok = 0;
+			keyed_add(&d);
 			rd.sum[d.stack_id].allocs += d.allocs;
 			rd.sum[d.stack_id].alloc_bytes += d.alloc_bytes;
 			rd.sum[d.stack_id].frees += d.frees;
 			rd.sum[d.stack_id].freed_bytes += d.freed_bytes;
+			rd.sum[d.stack_id].temp_frees += d.temp_frees;
+		}
+	} else if (type == HP_REC_LIVE) {
+		struct hp_live h;
+		struct hp_live_site l;
+		if (!hp_take(&b, end, &h, sizeof h))
+			return;
+		rd.live_recs++;
+		rd.live_before_round = 1;
+		for (uint32_t i = 0; i < h.count && hp_take(&b, end, &l, sizeof l); i++) {
+			if (l.stack_id >= MAX_STACKS)
+				continue;
+			if (l.stack_id && !rd.have[l.stack_id])
+				rd.order_ok = 0;
+			rd.live[l.stack_id] = l;
 		}
 	} else if (type == HP_REC_ROUND) {
 		hp_take(&b, end, &rd.last, sizeof rd.last);
 		rd.rounds++;
+		rd.round_flags |= (int)rd.last.flags;
+		if (rd.live_before_round && !(rd.last.flags & HP_ROUND_FINAL))
+			rd.order_ok = 0;
 	} else if (type == HP_REC_END) {
 		struct hp_end e;
 		if (hp_take(&b, end, &e, sizeof e))
@@ -370,7 +421,12 @@ static void test_bad_args(void **state)
 	(void)state;
 	load();
 	struct hp_start_args a = args;
-	a.mode = HP_MODE_BASIC;
+	a.mode = 0;
+	assert_int_equal(start_fn(&a), -EINVAL);
+	a.mode = HP_MODE_FULL + 1;
+	assert_int_equal(start_fn(&a), -EINVAL);
+	a = args;
+	a.max_depth = HP_MAX_DEPTH + 1;
 	assert_int_equal(start_fn(&a), -EINVAL);
 	a = args;
 	a.interval_ms = 5;
@@ -382,12 +438,298 @@ static void test_bad_args(void **state)
 	assert_int_equal(dlclose(handle), 0);
 }
 
+/* Sessions of the tests below: NW workers, made before the start, each run work(k) while
+ * the payload records; a reader thread takes the stream into rd. */
+#define NW 2
+static pthread_barrier_t s_go, s_done;
+static void (*s_work)(int k);
+
+static void *s_worker(void *arg)
+{
+	pthread_barrier_wait(&s_go);
+	s_work((int)(intptr_t)arg);
+	pthread_barrier_wait(&s_done);
+	return NULL;
+}
+
+static void *s_reader(void *arg)
+{
+	pthread_barrier_wait(&s_go);
+	if (hp_reader_open(&rd.r, rd.fd) < 0) {
+		rd.err = 1;
+		return NULL;
+	}
+	rd.r.buf = arg;
+	rd.r.cap = 1u << 20;
+	uint32_t type, len;
+	const uint8_t *body;
+	int rc;
+	while ((rc = hp_read_record(&rd.r, &type, &body, &len)) == 1)
+		on_record(type, body, len);
+	if (rc < 0)
+		rd.err = 1;
+	return NULL;
+}
+
+static void session(const struct hp_start_args *a, void (*work)(int k))
+{
+	load();
+	uint8_t *rbuf = malloc(1u << 20);
+	assert_non_null(rbuf);
+	memset(&rd, 0, sizeof rd);
+	rd.order_ok = 1;
+	s_work = work;
+	pthread_barrier_init(&s_go, NULL, NW + 2);
+	pthread_barrier_init(&s_done, NULL, NW + 1);
+	pthread_t th[NW], rt;
+	for (int i = 0; i < NW; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, s_worker, (void *)(intptr_t)i), 0);
+	assert_int_equal(pthread_create(&rt, NULL, s_reader, rbuf), 0);
+	rd.fd = start_fn(a);
+	assert_true(rd.fd >= 0);
+	pthread_barrier_wait(&s_go);
+	pthread_barrier_wait(&s_done);
+	assert_int_equal(stop_fn(), 0);
+	for (int i = 0; i < NW; i++)
+		pthread_join(th[i], NULL);
+	pthread_join(rt, NULL);
+	hp_reader_close(&rd.r);
+	close(rd.fd);
+	pthread_barrier_destroy(&s_go);
+	pthread_barrier_destroy(&s_done);
+	assert_int_equal(dlclose(handle), 0);
+	assert_int_equal(rd.err, 0);
+	assert_int_equal(rd.ends, 1);
+	assert_true(rd.last.flags & HP_ROUND_FINAL);
+	assert_true(rd.order_ok);
+	assert_false(rd.keyed_overflow);
+}
+
+/* The sum of the entries with this size key whose stack is in fn (any stack if NULL). */
+static struct hp_site_delta keyed_sum(void *fn, uint32_t kind, uint64_t size)
+{
+	struct hp_site_delta r = {0};
+	for (int i = 0; i < rd.nkeyed; i++) {
+		const struct hp_site_delta *k = &rd.keyed[i];
+		if (k->size_kind != kind || k->size != size)
+			continue;
+		if (fn && (!k->stack_id || !in_function(rd.frame0[k->stack_id], fn)))
+			continue;
+		r.allocs += k->allocs;
+		r.alloc_bytes += k->alloc_bytes;
+		r.frees += k->frees;
+		r.freed_bytes += k->freed_bytes;
+		r.temp_frees += k->temp_frees;
+	}
+	return r;
+}
+
+#define NTEMP 300
+#define NKEEP 100
+#define NLIVE 50
+#define BIG 5000
+static void *held[NW][NKEEP + NLIVE];
+
+static void work_sizes(int k)
+{
+	for (int i = 0; i < NTEMP; i++)
+		free(site_malloc(100));
+	for (int i = 0; i < NKEEP; i++)
+		held[k][i] = site_malloc(BIG);
+	for (int i = 0; i < NLIVE; i++)
+		held[k][NKEEP + i] = site_malloc(200);
+	usleep(80 * 1000);
+	for (int i = 0; i < NKEEP; i++)
+		free(held[k][i]);
+}
+
+static void test_sizes_and_live(void **state)
+{
+	(void)state;
+	session(&args, work_sizes);
+	struct hp_site_delta t = keyed_sum((void *)site_malloc, HP_SIZE_EXACT, 100);
+	assert_int_equal(t.allocs, NW * NTEMP);
+	assert_int_equal(t.alloc_bytes, NW * NTEMP * 100);
+	assert_int_equal(t.frees, NW * NTEMP);
+	assert_int_equal(t.freed_bytes, NW * NTEMP * 100);
+	assert_int_equal(t.temp_frees, NW * NTEMP);
+	struct hp_site_delta b = keyed_sum((void *)site_malloc, HP_SIZE_POW2, 4096);
+	assert_int_equal(b.allocs, NW * NKEEP);
+	assert_int_equal(b.alloc_bytes, NW * NKEEP * BIG);
+	assert_int_equal(b.frees, NW * NKEEP);
+	assert_int_equal(b.freed_bytes, NW * NKEEP * BIG);
+	assert_int_equal(b.temp_frees, 0);
+	struct hp_site_delta l = keyed_sum((void *)site_malloc, HP_SIZE_EXACT, 200);
+	assert_int_equal(l.allocs, NW * NLIVE);
+	assert_int_equal(l.frees, 0);
+
+	assert_int_equal(rd.live_recs, 1);
+	uint64_t nblocks = 0, bytes = 0, oldest = 0;
+	for (int id = 1; id < MAX_STACKS; id++) {
+		const struct hp_live_site *s = &rd.live[id];
+		if (!s->blocks || !in_function(rd.frame0[id], (void *)site_malloc))
+			continue;
+		nblocks += s->blocks;
+		bytes += s->bytes;
+		assert_true(s->mean_age_ms <= s->oldest_age_ms);
+		assert_true(s->mean_age_ms >= 50);
+		if (s->oldest_age_ms > oldest)
+			oldest = s->oldest_age_ms;
+	}
+	assert_int_equal(nblocks, NW * NLIVE);
+	assert_int_equal(bytes, NW * NLIVE * 200);
+	assert_true(oldest >= 70 && oldest < 10000);
+	for (int k = 0; k < NW; k++)
+		for (int i = NKEEP; i < NKEEP + NLIVE; i++)
+			free(held[k][i]);
+}
+
+#define NB 2000
+static void *bb[NW][NB];
+static uint64_t usable_freed[NW];
+
+static void work_basic(int k)
+{
+	for (int i = 0; i < NB; i++)
+		bb[k][i] = site_malloc(48 + (size_t)(i % 3) * 1000);
+	for (int i = 0; i < NB / 2; i++) {
+		usable_freed[k] += malloc_usable_size(bb[k][i]);
+		free(bb[k][i]);
+	}
+}
+
+static void check_basic_totals(void)
+{
+	uint64_t bytes = 0;
+	for (int i = 0; i < NB; i++)
+		bytes += 48 + (uint64_t)(i % 3) * 1000;
+	assert_int_equal(rd.last.allocs, NW * NB);
+	assert_int_equal(rd.last.alloc_bytes, NW * bytes);
+	assert_int_equal(rd.last.frees, NW * NB / 2);
+	assert_int_equal(rd.last.freed_bytes, usable_freed[0] + usable_freed[1]);
+	assert_int_equal(rd.last.live_blocks, NW * NB / 2);
+	assert_int_equal(rd.last.lost, 0);
+	assert_int_equal(rd.stacks, 0);
+	assert_int_equal(rd.live_recs, 0);
+	for (int k = 0; k < NW; k++)
+		for (int i = NB / 2; i < NB; i++)
+			free(bb[k][i]);
+}
+
+static void test_basic(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.mode = HP_MODE_BASIC;
+	memset(usable_freed, 0, sizeof usable_freed);
+	session(&a, work_basic);
+	/* One (0, NONE) entry, whose sums are the totals. */
+	assert_int_equal(rd.nkeyed, 1);
+	struct hp_site_delta n = keyed_sum(NULL, HP_SIZE_NONE, 0);
+	assert_int_equal(rd.keyed[0].stack_id, 0);
+	assert_int_equal(n.allocs, rd.last.allocs);
+	assert_int_equal(n.alloc_bytes, rd.last.alloc_bytes);
+	assert_int_equal(n.frees, rd.last.frees);
+	assert_int_equal(n.freed_bytes, rd.last.freed_bytes);
+	check_basic_totals();
+}
+
+static void test_extended(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.mode = HP_MODE_EXTENDED;
+	memset(usable_freed, 0, sizeof usable_freed);
+	session(&a, work_basic);
+	const uint64_t per = NW * (NB / 3 + 1);
+	for (int i = 0; i < rd.nkeyed; i++)
+		assert_int_equal(rd.keyed[i].stack_id, 0);
+	struct hp_site_delta s48 = keyed_sum(NULL, HP_SIZE_EXACT, 48);
+	struct hp_site_delta s1048 = keyed_sum(NULL, HP_SIZE_EXACT, 1048);
+	struct hp_site_delta s2048 = keyed_sum(NULL, HP_SIZE_POW2, 2048);
+	struct hp_site_delta none = keyed_sum(NULL, HP_SIZE_NONE, 0);
+	assert_int_equal(s48.allocs, per);
+	assert_int_equal(s48.alloc_bytes, per * 48);
+	assert_int_equal(s1048.allocs, per);
+	assert_int_equal(s2048.allocs, 0);
+	assert_int_equal(keyed_sum(NULL, HP_SIZE_EXACT, 2048).allocs, NW * (NB / 3));
+	assert_int_equal(none.allocs, 0);
+	assert_int_equal(none.frees, NW * NB / 2);
+	check_basic_totals();
+}
+
+static double dist(double a, double b)
+{
+	return a > b ? a - b : b - a;
+}
+
+#define NS 100000
+#define RATE 4096
+
+static void work_sampled(int k)
+{
+	(void)k;
+	for (int i = 0; i < NS; i++)
+		free(site_malloc(64));
+}
+
+static void test_sampling(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.sample_rate = RATE;
+	session(&a, work_sampled);
+	assert_int_equal(rd.last.allocs, NW * NS);
+	assert_int_equal(rd.last.alloc_bytes, NW * NS * 64);
+	assert_int_equal(rd.last.frees, NW * NS);
+	assert_int_equal(rd.last.live_blocks, 0);
+	assert_int_equal(rd.last.lost, 0);
+	assert_false(rd.last.flags & HP_ROUND_SAMPLED);
+	struct hp_site_delta s = keyed_sum((void *)site_malloc, HP_SIZE_EXACT, 64);
+	double truth = NW * NS;
+	print_message("sampled estimate: %" PRIu64 " allocations, %" PRIu64
+		      " frees, of %.0f; untracked estimate %" PRIu64 "\n",
+		      s.allocs, s.frees, truth, rd.last.untracked_frees);
+	assert_true(dist((double)s.allocs, truth) < truth * 0.1);
+	assert_true(dist((double)s.frees, truth) < truth * 0.1);
+	assert_true(dist((double)s.alloc_bytes, truth * 64) < truth * 64 * 0.1);
+	assert_true(rd.last.untracked_frees < truth * 0.1);
+}
+
+#define NM 100000
+static void *mm[NW][NM];
+
+static void work_max_memory(int k)
+{
+	for (int i = 0; i < NM; i++)
+		mm[k][i] = site_malloc(32);
+}
+
+static void test_max_memory(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.max_memory = 1u << 20;
+	session(&a, work_max_memory);
+	assert_true(rd.last.flags & HP_ROUND_SAMPLED);
+	assert_int_equal(rd.last.allocs, NW * NM);
+	assert_int_equal(rd.last.alloc_bytes, NW * NM * 32);
+	print_message("payload_bytes %" PRIu64 " with max_memory 1 MiB\n", rd.last.payload_bytes);
+	/* The fixed structures alone are above 1 MiB; a full live map of these blocks
+	 * would add about 10 MiB. */
+	assert_true(rd.last.payload_bytes < (4u << 20));
+	for (int k = 0; k < NW; k++)
+		for (int i = 0; i < NM; i++)
+			free(mm[k][i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_args),
-	    cmocka_unit_test(test_end_to_end),
-	    cmocka_unit_test(test_reader_gone),
+	    cmocka_unit_test(test_bad_args),	cmocka_unit_test(test_end_to_end),
+	    cmocka_unit_test(test_reader_gone), cmocka_unit_test(test_sizes_and_live),
+	    cmocka_unit_test(test_basic),	cmocka_unit_test(test_extended),
+	    cmocka_unit_test(test_sampling),	cmocka_unit_test(test_max_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

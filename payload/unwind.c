@@ -1,0 +1,664 @@
+#include "unwind.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+#include <unwind.h>
+
+#include "payload.h"
+
+/* DWARF register numbers on x86_64. */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RA 16
+
+/* A rule packed in one word: valid bit, 31 bits of its address as a check against a slot
+ * reused by a flush, the kind, whether rbp was saved and where, the CFA offset. */
+enum kind { K_SLOW = 0, K_RSP = 1, K_RBP = 2, K_END = 3 };
+#define V_VALID (1ull << 63)
+#define V_CHECK(a) (((uint64_t)(a)&0x7fffffffu) << 32)
+#define V_SAVED (1u << 2)
+#define RBP_SLOTS 511u		 /* rbp saved at most 8 * 511 bytes below the CFA */
+#define CFA_MAX ((1u << 20) - 1) /* larger frames take the slow path */
+
+#define CACHE_BITS 15
+#define CACHE_SLOTS (1u << CACHE_BITS)
+#define CACHE_PROBES 16u
+
+struct __attribute__((aligned(16))) slot {
+	_Atomic uint64_t key; /* lookup address; 0 = empty */
+	_Atomic uint64_t val;
+};
+
+static struct slot *cache;
+static unsigned long modules_gen;
+
+/* The main thread's stack ends at the page holding __libc_stack_end; no frame lies above. */
+extern void *__libc_stack_end;
+
+#define MAIN_STACK_MAX (64ull << 20)
+#define THREAD_STACK_MAX (256ull << 20)
+
+int hp_unwind_init(void)
+{
+	if (!cache)
+		cache = hp_map(CACHE_SLOTS * sizeof *cache);
+	return cache ? 0 : -1;
+}
+
+void hp_unwind_fini(void)
+{
+	if (cache)
+		hp_unmap(cache, CACHE_SLOTS * sizeof *cache);
+	cache = NULL;
+}
+
+static int subs_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_subs;
+	return 1;
+}
+
+/* A module unloaded may be followed by another at the same address: forget every rule. */
+void hp_unwind_check_modules(void)
+{
+	unsigned long long subs = 0;
+	dl_iterate_phdr(subs_cb, &subs);
+	if (subs == modules_gen || !cache)
+		return;
+	modules_gen = subs;
+	for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+		atomic_store_explicit(&cache[i].val, 0, memory_order_relaxed);
+		atomic_store_explicit(&cache[i].key, 0, memory_order_release);
+	}
+}
+
+/* .eh_frame decoding. The data is the loaded module's own, trusted as libgcc trusts it. */
+
+struct cursor {
+	const uint8_t *p, *end;
+	int bad;
+};
+
+static uint64_t uleb(struct cursor *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	while (c->p < c->end) {
+		uint8_t b = *c->p++;
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (!(b & 0x80))
+			return v;
+	}
+	c->bad = 1;
+	return 0;
+}
+
+static int64_t sleb(struct cursor *c)
+{
+	int64_t v = 0;
+	unsigned shift = 0;
+	while (c->p < c->end) {
+		uint8_t b = *c->p++;
+		if (shift < 64)
+			v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+		shift += 7;
+		if (!(b & 0x80)) {
+			if (shift < 64 && (b & 0x40))
+				v |= -(int64_t)((uint64_t)1 << shift);
+			return v;
+		}
+	}
+	c->bad = 1;
+	return 0;
+}
+
+static uint64_t fixed(struct cursor *c, unsigned n)
+{
+	uint64_t v = 0;
+	if ((size_t)(c->end - c->p) < n) {
+		c->bad = 1;
+		return 0;
+	}
+	memcpy(&v, c->p, n);
+	c->p += n;
+	return v;
+}
+
+#define PE_OMIT 0xff
+
+/* Reads a pointer in DW_EH_PE encoding enc: pc-relative or absolute only. */
+static uint64_t encoded(struct cursor *c, uint8_t enc)
+{
+	const uint8_t *at = c->p;
+	uint64_t v;
+	if (enc == PE_OMIT)
+		return 0;
+	switch (enc & 0x0f) {
+	case 0x00:
+		v = fixed(c, 8);
+		break;
+	case 0x01:
+		v = uleb(c);
+		break;
+	case 0x02:
+		v = fixed(c, 2);
+		break;
+	case 0x03:
+		v = fixed(c, 4);
+		break;
+	case 0x04:
+		v = fixed(c, 8);
+		break;
+	case 0x09:
+		v = (uint64_t)sleb(c);
+		break;
+	case 0x0a:
+		v = (uint64_t)(int64_t)(int16_t)fixed(c, 2);
+		break;
+	case 0x0b:
+		v = (uint64_t)(int64_t)(int32_t)fixed(c, 4);
+		break;
+	case 0x0c:
+		v = fixed(c, 8);
+		break;
+	default:
+		c->bad = 1;
+		return 0;
+	}
+	switch (enc & 0x70) {
+	case 0x00:
+		break;
+	case 0x10:
+		v += (uint64_t)(uintptr_t)at;
+		break;
+	default:
+		c->bad = 1;
+	}
+	return v;
+}
+
+/* The rows that matter to the fast path: CFA, rbp and the return address. */
+enum { RULE_SAME, RULE_OFFSET, RULE_UNDEF, RULE_OTHER };
+
+struct row {
+	uint64_t cfa_reg;
+	int64_t cfa_off;
+	int cfa_expr;
+	int rbp, ra;
+	int64_t rbp_off, ra_off;
+};
+
+struct cie {
+	uint64_t code_align;
+	int64_t data_align;
+	uint8_t fde_enc;
+	int has_aug, signal;
+	struct cursor insns;
+};
+
+static int parse_cie(const uint8_t *p, struct cie *cie)
+{
+	uint64_t len = 0;
+	memcpy(&len, p, 4);
+	p += 4;
+	if (len == 0xffffffffu || len == 0)
+		return -1;
+	struct cursor c = {.p = p, .end = p + len};
+	if (fixed(&c, 4) != 0)
+		return -1;
+	uint8_t version = (uint8_t)fixed(&c, 1);
+	const char *aug = (const char *)c.p;
+	size_t alen = strnlen(aug, (size_t)(c.end - c.p));
+	c.p += alen + 1;
+	if (aug[0] == 'e' && aug[1] == 'h')
+		return -1;
+	cie->code_align = uleb(&c);
+	cie->data_align = sleb(&c);
+	uint64_t ra_reg = version == 1 ? fixed(&c, 1) : uleb(&c);
+	cie->fde_enc = 0;
+	cie->has_aug = aug[0] == 'z';
+	cie->signal = 0;
+	if (ra_reg != REG_RA)
+		return -1;
+	if (cie->has_aug) {
+		uint64_t n = uleb(&c);
+		struct cursor a = {.p = c.p, .end = c.p + n};
+		if (n > (uint64_t)(c.end - c.p))
+			return -1;
+		c.p += n;
+		for (const char *s = aug + 1; *s; s++) {
+			switch (*s) {
+			case 'L':
+				fixed(&a, 1);
+				break;
+			case 'R':
+				cie->fde_enc = (uint8_t)fixed(&a, 1);
+				break;
+			case 'P':
+				encoded(&a, (uint8_t)(fixed(&a, 1) & 0x7f));
+				break;
+			case 'S':
+				cie->signal = 1;
+				break;
+			case 'B':
+				break;
+			default:
+				return -1;
+			}
+		}
+		if (a.bad)
+			return -1;
+	} else if (aug[0]) {
+		return -1;
+	}
+	if (c.bad)
+		return -1;
+	cie->insns = c;
+	return 0;
+}
+
+#define STATE_DEPTH 8
+
+struct program {
+	uint64_t loc, target, code_align;
+	int64_t data_align;
+	uint8_t fde_enc;
+	struct row init; /* the CIE's row, for DW_CFA_restore */
+	struct row stack[STATE_DEPTH];
+	unsigned depth;
+};
+
+static void set_rule(struct row *r, uint64_t reg, int rule, int64_t off)
+{
+	if (reg == REG_RBP) {
+		r->rbp = rule;
+		r->rbp_off = off;
+	} else if (reg == REG_RA) {
+		r->ra = rule;
+		r->ra_off = off;
+	}
+}
+
+static void restore_rule(struct program *pg, struct row *r, uint64_t reg)
+{
+	if (reg == REG_RBP) {
+		r->rbp = pg->init.rbp;
+		r->rbp_off = pg->init.rbp_off;
+	} else if (reg == REG_RA) {
+		r->ra = pg->init.ra;
+		r->ra_off = pg->init.ra_off;
+	}
+}
+
+/* Runs instructions until the row covering pg->target is built. Returns 0, 1 when the
+ * target was passed (the row is final), -1 on an instruction the fast path cannot use. */
+static int run(struct program *pg, struct cursor *c, struct row *r)
+{
+	while (c->p < c->end && !c->bad) {
+		uint8_t op = *c->p++;
+		uint64_t reg, delta = 0;
+		switch (op >> 6) {
+		case 1:
+			delta = (op & 0x3f) * pg->code_align;
+			goto advance;
+		case 2:
+			set_rule(r, op & 0x3f, RULE_OFFSET, (int64_t)uleb(c) * pg->data_align);
+			continue;
+		case 3:
+			restore_rule(pg, r, op & 0x3f);
+			continue;
+		default:
+			break;
+		}
+		switch (op) {
+		case 0x00:
+			break; /* nop */
+		case 0x01: {
+			uint64_t loc = encoded(c, pg->fde_enc);
+			if (loc > pg->target)
+				return 1;
+			pg->loc = loc;
+			break;
+		}
+		case 0x02:
+			delta = fixed(c, 1) * pg->code_align;
+			goto advance;
+		case 0x03:
+			delta = fixed(c, 2) * pg->code_align;
+			goto advance;
+		case 0x04:
+			delta = fixed(c, 4) * pg->code_align;
+			goto advance;
+		case 0x05:
+			reg = uleb(c);
+			set_rule(r, reg, RULE_OFFSET, (int64_t)uleb(c) * pg->data_align);
+			break;
+		case 0x06:
+			restore_rule(pg, r, uleb(c));
+			break;
+		case 0x07:
+			set_rule(r, uleb(c), RULE_UNDEF, 0);
+			break;
+		case 0x08:
+			set_rule(r, uleb(c), RULE_SAME, 0);
+			break;
+		case 0x09:
+			reg = uleb(c);
+			uleb(c);
+			set_rule(r, reg, RULE_OTHER, 0);
+			break;
+		case 0x0a:
+			if (pg->depth == STATE_DEPTH)
+				return -1;
+			pg->stack[pg->depth++] = *r;
+			break;
+		case 0x0b:
+			if (pg->depth == 0)
+				return -1;
+			/* The CFA rule is part of the saved state too (DWARF 5, 6.4.2.4). */
+			*r = pg->stack[--pg->depth];
+			break;
+		case 0x0c:
+			r->cfa_reg = uleb(c);
+			r->cfa_off = (int64_t)uleb(c);
+			r->cfa_expr = 0;
+			break;
+		case 0x0d:
+			r->cfa_reg = uleb(c);
+			r->cfa_expr = 0;
+			break;
+		case 0x0e:
+			r->cfa_off = (int64_t)uleb(c);
+			break;
+		case 0x0f:
+			c->p += uleb(c);
+			r->cfa_expr = 1;
+			break;
+		case 0x10:
+		case 0x16:
+			reg = uleb(c);
+			c->p += uleb(c);
+			set_rule(r, reg, RULE_OTHER, 0);
+			break;
+		case 0x11:
+			reg = uleb(c);
+			set_rule(r, reg, RULE_OFFSET, sleb(c) * pg->data_align);
+			break;
+		case 0x12:
+			r->cfa_reg = uleb(c);
+			r->cfa_off = sleb(c) * pg->data_align;
+			r->cfa_expr = 0;
+			break;
+		case 0x13:
+			r->cfa_off = sleb(c) * pg->data_align;
+			break;
+		case 0x14:
+			reg = uleb(c);
+			uleb(c);
+			set_rule(r, reg, RULE_OTHER, 0);
+			break;
+		case 0x15:
+			reg = uleb(c);
+			sleb(c);
+			set_rule(r, reg, RULE_OTHER, 0);
+			break;
+		case 0x2e:
+			uleb(c);
+			break; /* GNU_args_size: only landing pads need it */
+		case 0x2f:
+			reg = uleb(c);
+			set_rule(r, reg, RULE_OFFSET, -(int64_t)uleb(c) * pg->data_align);
+			break;
+		default:
+			return -1;
+		}
+		continue;
+	advance:
+		if (pg->loc + delta > pg->target)
+			return 1;
+		pg->loc += delta;
+	}
+	return c->bad ? -1 : 0;
+}
+
+/* Finds the FDE covering pc in the module's .eh_frame_hdr search table. */
+static const uint8_t *find_fde(uintptr_t pc)
+{
+	struct dl_find_object dlfo;
+	if (_dl_find_object((void *)pc, &dlfo) != 0 || !dlfo.dlfo_eh_frame)
+		return NULL;
+	const uint8_t *hdr = dlfo.dlfo_eh_frame;
+	/* version 1, table of datarel sdata4 pairs */
+	if (hdr[0] != 1 || hdr[3] != 0x3b)
+		return NULL;
+	struct cursor c = {.p = hdr + 4, .end = hdr + 4 + 16};
+	encoded(&c, hdr[1]);
+	uint64_t n = encoded(&c, hdr[2]);
+	if (c.bad || n == 0)
+		return NULL;
+	const int32_t *tab = (const int32_t *)(const void *)c.p;
+	uint64_t lo = 0, hi = n;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if ((uintptr_t)hdr + tab[2 * mid] <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if ((uintptr_t)hdr + tab[2 * lo] > pc)
+		return NULL;
+	return hdr + tab[2 * lo + 1];
+}
+
+/* Derives the packed rule for the code at lookup address pc (0 = slow path). */
+static uint64_t derive(uintptr_t pc)
+{
+	const uint8_t *fde = find_fde(pc);
+	if (!fde)
+		return 0;
+	uint32_t len, cie_off;
+	memcpy(&len, fde, 4);
+	if (len == 0 || len == 0xffffffffu)
+		return 0;
+	memcpy(&cie_off, fde + 4, 4);
+	struct cie cie;
+	if (cie_off == 0 || parse_cie(fde + 4 - cie_off, &cie) < 0 || cie.signal)
+		return 0;
+	struct cursor c = {.p = fde + 8, .end = fde + 4 + len};
+	uint64_t begin = encoded(&c, cie.fde_enc);
+	uint64_t range = encoded(&c, cie.fde_enc & 0x0f);
+	if (c.bad || pc < begin || pc - begin >= range)
+		return 0;
+	if (cie.has_aug)
+		c.p += uleb(&c);
+	struct program pg = {.loc = begin,
+			     .target = pc,
+			     .code_align = cie.code_align,
+			     .data_align = cie.data_align,
+			     .fde_enc = cie.fde_enc};
+	struct row r = {.cfa_reg = REG_RSP, .rbp = RULE_SAME, .ra = RULE_SAME};
+	if (run(&pg, &cie.insns, &r) != 0)
+		return 0;
+	pg.init = r;
+	pg.depth = 0;
+	if (run(&pg, &c, &r) < 0 || c.bad)
+		return 0;
+
+	uint64_t v = V_VALID | V_CHECK(pc);
+	if (r.ra == RULE_UNDEF)
+		return v | K_END;
+	if (r.cfa_expr || r.ra != RULE_OFFSET || r.ra_off != -8 || r.cfa_off < 8 ||
+	    r.cfa_off > CFA_MAX)
+		return 0;
+	if (r.cfa_reg == REG_RSP)
+		v |= K_RSP;
+	else if (r.cfa_reg == REG_RBP)
+		v |= K_RBP;
+	else
+		return 0;
+	if (r.rbp == RULE_OFFSET) {
+		if (r.rbp_off >= 0 || r.rbp_off % 8 || -r.rbp_off / 8 > RBP_SLOTS)
+			return 0;
+		v |= V_SAVED | (uint64_t)(-r.rbp_off / 8) << 3;
+	} else if (r.rbp != RULE_SAME && r.rbp != RULE_UNDEF) {
+		return 0;
+	}
+	return v | (uint64_t)r.cfa_off << 12;
+}
+
+static uint32_t slot_of(uintptr_t pc)
+{
+	return (uint32_t)((pc * 0x9e3779b97f4a7c15ull) >> (64 - CACHE_BITS));
+}
+
+__attribute__((noinline)) static uint64_t rule_miss(uintptr_t pc)
+{
+	if (!cache)
+		return derive(pc);
+	uint32_t i = slot_of(pc);
+	for (unsigned n = 0; n < CACHE_PROBES; n++, i = (i + 1) & (CACHE_SLOTS - 1)) {
+		struct slot *s = &cache[i];
+		uint64_t k = atomic_load_explicit(&s->key, memory_order_acquire);
+		if (k == pc) {
+			uint64_t v = atomic_load_explicit(&s->val, memory_order_acquire);
+			if ((v & (V_VALID | V_CHECK(~0ull))) == (V_VALID | V_CHECK(pc)))
+				return v;
+			return derive(pc); /* being written, or being flushed */
+		}
+		if (k == 0) {
+			uint64_t v = derive(pc);
+			uint64_t expect = 0;
+			if (atomic_compare_exchange_strong(&s->key, &expect, pc))
+				atomic_store_explicit(&s->val, v ? v : V_VALID | V_CHECK(pc),
+						      memory_order_release);
+			return v;
+		}
+	}
+	return derive(pc);
+}
+
+/* Most lookups hit the first slot probed: that much is inline. */
+static inline uint64_t rule_for(uintptr_t pc)
+{
+	if (cache) {
+		struct slot *s = &cache[slot_of(pc)];
+		if (atomic_load_explicit(&s->key, memory_order_acquire) == pc) {
+			uint64_t v = atomic_load_explicit(&s->val, memory_order_acquire);
+			if ((v & (V_VALID | V_CHECK(~0ull))) == (V_VALID | V_CHECK(pc)))
+				return v;
+		}
+	}
+	return rule_miss(pc);
+}
+
+/* Where the calling thread's stack ends: reads at or above it could fault. */
+static uintptr_t stack_top(uintptr_t sp)
+{
+	uintptr_t self = (uintptr_t)pthread_self();
+	/* A thread made by pthread_create has its descriptor at the top of its stack. */
+	if (sp < self && self - sp <= THREAD_STACK_MAX)
+		return self;
+	uintptr_t end = hp_page_round((uintptr_t)__libc_stack_end);
+	if (sp < end && end - sp <= MAIN_STACK_MAX)
+		return end;
+	return 0;
+}
+
+static inline int readable(uintptr_t a, uintptr_t lo, uintptr_t hi)
+{
+	return a >= lo && a <= hi - 8 && !(a & 7);
+}
+
+int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+		   uintptr_t pc, uintptr_t sp, uintptr_t bp)
+{
+	uintptr_t lo = sp, hi = stack_top(sp);
+	if (!hi)
+		return -1;
+	unsigned n = 0;
+	uintptr_t look = pc;
+	while (n < max) {
+		uint64_t v = rule_for(look);
+		unsigned kind = v & 3;
+		if (kind == K_SLOW)
+			return -1;
+		if (kind == K_END)
+			break;
+		uintptr_t cfa = (kind == K_RSP ? sp : bp) + (uintptr_t)(v >> 12 & CFA_MAX);
+		if (!readable(cfa - 8, lo, hi) || cfa <= sp)
+			break;
+		uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+		if (v & V_SAVED) {
+			uintptr_t at = cfa - 8 * (uintptr_t)(v >> 3 & RBP_SLOTS);
+			if (!readable(at, lo, hi))
+				break;
+			bp = *(const uintptr_t *)at;
+		}
+		if (ra == 0)
+			break;
+		if (ra < drop_lo || ra >= drop_hi)
+			frames[n++] = ra;
+		sp = cfa;
+		look = ra - 1;
+	}
+	return (int)n;
+}
+
+struct slow {
+	uint64_t *frames;
+	unsigned max, n, skip;
+	uintptr_t drop_lo, drop_hi;
+};
+
+static _Unwind_Reason_Code slow_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	struct slow *w = arg;
+	uintptr_t ip = _Unwind_GetIP(ctx);
+	if (ip == 0 || w->n >= w->max)
+		return _URC_END_OF_STACK;
+	if (w->skip) {
+		w->skip--;
+		return _URC_NO_REASON;
+	}
+	if (ip < w->drop_lo || ip >= w->drop_hi)
+		w->frames[w->n++] = ip;
+	return _URC_NO_REASON;
+}
+
+/* Skips its own frame and the caller's: the first kept is the return into the caller's
+ * caller, as for the fast path. */
+__attribute__((noinline)) static unsigned slow_walk(uint64_t *frames, unsigned max,
+						    uintptr_t drop_lo, uintptr_t drop_hi)
+{
+	struct slow w = {frames, max, 0, 2, drop_lo, drop_hi};
+	_Unwind_Backtrace(slow_frame, &w);
+	return w.n;
+}
+
+__attribute__((noinline)) unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo,
+						  uintptr_t drop_hi)
+{
+	unsigned n = slow_walk(frames, max, drop_lo, drop_hi);
+	__asm__ volatile("" ::: "memory"); /* no tail call: this frame is counted */
+	return n;
+}
+
+__attribute__((noinline)) unsigned hp_unwind(uint64_t *frames, unsigned max, uintptr_t drop_lo,
+					     uintptr_t drop_hi)
+{
+	uintptr_t pc, sp, bp;
+	__asm__ volatile("lea 0(%%rip), %0\n\t"
+			 "mov %%rsp, %1\n\t"
+			 "mov %%rbp, %2"
+			 : "=r"(pc), "=r"(sp), "=r"(bp));
+	int n = hp_unwind_regs(frames, max, drop_lo, drop_hi, pc, sp, bp);
+	if (n < 0)
+		n = (int)slow_walk(frames, max, drop_lo, drop_hi);
+	__asm__ volatile("" ::: "memory");
+	return (unsigned)n;
+}

@@ -1,0 +1,33 @@
+/* unwind.h - x86_64 stack walking from cached per-address CFA rules.
+ *
+ * Contract: hp_unwind fills frames[] with return addresses, starting with the one into its
+ * own caller, and returns the depth; frames inside [drop_lo, drop_hi) are skipped and do not
+ * count towards max. For each code address it derives from the module's .eh_frame (found
+ * with glibc's lock-free _dl_find_object) how to find the caller: CFA = rsp+N or rbp+N,
+ * rbp saved at CFA-N or unchanged, return address at CFA-8. Rules are kept in a global,
+ * bounded, lock-free table in hp_map memory (counted in hp_mapped_bytes). A frame the fast path
+ * cannot handle (expression rules, other CFA registers, signal frames, no FDE, stack bounds
+ * unknown) makes the whole capture fall back to hp_unwind_slow (_Unwind_Backtrace), so
+ * the result always equals hp_unwind_slow's. Reads of the stack stay within the calling
+ * thread's stack and the walk stops rather than fault on a corrupt one.
+ * hp_unwind works without the table (slower) when hp_unwind_init was not called or failed.
+ * hp_unwind_check_modules (one thread, outside hooks) empties the table after a dlclose.
+ */
+#ifndef HEAPPROF_UNWIND_H
+#define HEAPPROF_UNWIND_H
+
+#include <stdint.h>
+
+int hp_unwind_init(void);
+void hp_unwind_fini(void);
+void hp_unwind_check_modules(void);
+
+unsigned hp_unwind(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
+unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
+
+/* The walk from a given register state of the calling thread (pc exact, not a return
+ * address); -1 when the slow path must do it. */
+int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+		   uintptr_t pc, uintptr_t sp, uintptr_t bp);
+
+#endif

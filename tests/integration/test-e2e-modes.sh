@@ -1,0 +1,60 @@
+#!/bin/bash
+# test-e2e-modes.sh - exact totals in basic and extended modes and with sampling.
+#
+# mt-target 4 1000 attached three times, with --mode basic, --mode extended and
+# --sample-rate 4096 (full mode, sampled): each time the last round line printed by
+# --batch and heapprof-view overview --json count exactly the 4000 allocations of
+# 48 + index bytes and the 2000 cross-thread frees (totals stay exact whatever the mode),
+# heapprof-detach exits 0, the target is left as found and exits 0.
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+T=4
+K=1000
+target=$HP_TARGETS/mt-target
+
+hp_require_python
+hp_require_ptrace
+hp_require_binaries "$target"
+
+allocs=$((T * K))
+frees=$((T * (K / 2)))
+abytes=0
+for ((i = 0; i < T; i++)); do
+	abytes=$((abytes + K * (48 + i)))
+done
+
+# check_session ARGS...: one session of heapprof-attach ARGS on a fresh mt-target.
+check_session()
+{
+	local fds rounds last n field want
+
+	hp_start_target "$target" $T $K
+	fds=$(hp_fd_count "$TARGET_PID")
+	hp_attach --batch "$@" --output "$hp_tmp/p.hpf" "$TARGET_PID"
+	hp_send go
+	hp_wait_line "$TARGET_OUT" '^done$' 30 || hp_fail "$*: the target did not finish its work"
+	rounds=$(hp_count_lines "$hp_tmp/attach.out" "$HP_ROUND_RE")
+	hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 $((rounds + 2)) ||
+		hp_fail "$*: no round lines after the work was done"
+	hp_detach_session "$fds"
+	last=$(grep -E "$HP_ROUND_RE" "$hp_tmp/attach.out" | tail -n 1)
+	echo "$last" | grep -q " allocs=$allocs frees=$frees allocated=$abytes " ||
+		hp_fail "$*: the last round line is '$last', expected allocs=$allocs frees=$frees allocated=$abytes"
+	hp_ok "$*: last round line exact: $last"
+	hp_view_json overview
+	for field in allocations:$allocs frees:$frees allocated_bytes:$abytes \
+		live_blocks:$((allocs - frees)) pid:$TARGET_PID; do
+		want=${field#*:}
+		n=$(hp_json_field "$hp_tmp/overview.json" "${field%%:*}") ||
+			hp_fail "$*: bad overview JSON"
+		[ "$n" = "$want" ] || hp_fail "$*: overview ${field%%:*} is $n, expected $want"
+	done
+	hp_ok "$*: overview: $allocs allocations, $frees frees, $abytes bytes"
+	hp_stop_target
+	rm -f "$hp_tmp/p.hpf" "$hp_tmp/attach.out" "$hp_tmp/attach.err"
+}
+
+check_session --mode basic
+check_session --mode extended
+check_session --sample-rate 4096

@@ -1,0 +1,295 @@
+/* test-unwind.c - payload/unwind.c against libgcc's _Unwind_Backtrace, frame for frame, on
+ * stacks of known shapes: recursion of varying depth and variable-size (alloca) frames in
+ * a library built with frame pointers and in one built without, calls through PLT stubs,
+ * a qsort callback inside libc, a second thread. On those the fast path must be taken.
+ * Then random register states and stack contents must stop the walk without a fault. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "payload/payload.h"
+#include "payload/unwind.h"
+
+/* The payload's memory helpers, as start.c has them. */
+void *hp_map(size_t len)
+{
+	void *p = mmap(NULL, hp_page_round(len), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void hp_unmap(void *p, size_t len)
+{
+	munmap(p, hp_page_round(len));
+}
+
+size_t hp_page_round(size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+#define MAX 64
+
+typedef void (*shape_cb)(void *arg);
+typedef int (*recurse_fn)(int depth, shape_cb cb, void *arg);
+typedef int (*alloca_fn)(int depth, int size, shape_cb cb, void *arg);
+typedef int (*sorted_fn)(shape_cb cb, void *arg);
+
+struct lib {
+	void *h;
+	recurse_fn recurse;
+	alloca_fn alloca_chain;
+	sorted_fn sorted;
+};
+
+static struct lib libs[2]; /* with frame pointers, without */
+
+struct cap {
+	uint64_t fast[MAX], slow[MAX], regs[MAX];
+	unsigned nfast, nslow;
+	int nregs;
+};
+
+typedef unsigned (*unwind_fn)(uint64_t *f, unsigned max, uintptr_t lo, uintptr_t hi);
+
+/* Both unwinders are called from the one call site, so their first frames are equal. */
+__attribute__((noinline)) static unsigned call_unwinder(unwind_fn fn, uint64_t *f, unsigned max)
+{
+	unsigned n = fn(f, max, 0, 0);
+	__asm__ volatile("" ::: "memory");
+	return n;
+}
+
+static void capture(void *arg)
+{
+	struct cap *c = arg;
+	uintptr_t pc, sp, bp;
+	/* One call site for both: a loop the compiler cannot unroll. */
+	for (volatile int i = 0; i < 2; i++) {
+		unsigned n =
+		    call_unwinder(i ? hp_unwind : hp_unwind_slow, i ? c->fast : c->slow, MAX);
+		*(i ? &c->nfast : &c->nslow) = n;
+	}
+	__asm__ volatile("lea 0(%%rip), %0\n\t"
+			 "mov %%rsp, %1\n\t"
+			 "mov %%rbp, %2"
+			 : "=r"(pc), "=r"(sp), "=r"(bp));
+	c->nregs = hp_unwind_regs(c->regs, MAX, 0, 0, pc, sp, bp);
+}
+
+/* The fast path, when taken, starts at capture's caller: two frames after the slow one. */
+static void check(const struct cap *c, int fast_path)
+{
+	assert_true(c->nslow > 3);
+	assert_int_equal(c->nfast, c->nslow);
+	assert_memory_equal(c->fast, c->slow, c->nslow * sizeof c->slow[0]);
+	if (!fast_path)
+		return;
+	assert_int_equal(c->nregs, c->nslow == MAX ? MAX : (int)c->nslow - 2);
+	assert_memory_equal(c->regs, c->slow + 2, (c->nslow - 2) * sizeof c->slow[0]);
+}
+
+static void test_recursion(void **state)
+{
+	(void)state;
+	static const int depths[] = {0, 1, 2, 5, 13, 40, 70};
+	for (int l = 0; l < 2; l++) {
+		for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+			struct cap c;
+			memset(&c, 0, sizeof c);
+			libs[l].recurse(depths[i], capture, &c);
+			check(&c, 1);
+			/* call_unwinder, capture, depth + 1 recursions, this test: at least */
+			assert_true(c.nslow >=
+				    (unsigned)(depths[i] + 4 < MAX ? depths[i] + 4 : MAX));
+		}
+	}
+}
+
+static void test_alloca(void **state)
+{
+	(void)state;
+	for (int l = 0; l < 2; l++) {
+		for (int d = 0; d < 6; d++) {
+			struct cap c;
+			memset(&c, 0, sizeof c);
+			libs[l].alloca_chain(d, 24, capture, &c);
+			check(&c, 1);
+		}
+	}
+}
+
+struct hop {
+	int lib, depth;
+	struct cap *c;
+};
+
+static void second_lib(void *arg)
+{
+	struct hop *h = arg;
+	libs[h->lib].recurse(h->depth, capture, h->c);
+}
+
+/* Frames of both builds on one stack. */
+static void test_mixed(void **state)
+{
+	(void)state;
+	for (int l = 0; l < 2; l++) {
+		struct cap c;
+		struct hop h = {.lib = 1 - l, .depth = 3, .c = &c};
+		memset(&c, 0, sizeof c);
+		libs[l].recurse(4, second_lib, &h);
+		check(&c, 1);
+	}
+}
+
+static void test_qsort_callback(void **state)
+{
+	(void)state;
+	for (int l = 0; l < 2; l++) {
+		struct cap c;
+		memset(&c, 0, sizeof c);
+		libs[l].sorted(capture, &c);
+		check(&c, 0);
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	struct cap *c = arg;
+	libs[1].recurse(6, capture, c);
+	return NULL;
+}
+
+static void test_thread(void **state)
+{
+	(void)state;
+	struct cap c;
+	pthread_t t;
+	memset(&c, 0, sizeof c);
+	assert_int_equal(pthread_create(&t, NULL, thread_main, &c), 0);
+	pthread_join(t, NULL);
+	check(&c, 1);
+}
+
+/* Without the rule table every frame is derived afresh: same result. */
+static void test_no_table(void **state)
+{
+	(void)state;
+	struct cap c;
+	hp_unwind_fini();
+	memset(&c, 0, sizeof c);
+	libs[0].recurse(3, capture, &c);
+	assert_int_equal(hp_unwind_init(), 0);
+	check(&c, 1);
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* A value a corrupt stack might hold: a real return address, a stack address, noise, 0. */
+static uint64_t garbage(const struct cap *c, const uint64_t *buf, size_t n)
+{
+	switch (next() % 5) {
+	case 0:
+	case 1:
+		return c->slow[next() % c->nslow];
+	case 2:
+		return (uintptr_t)&buf[next() % n] + next() % 8;
+	case 3:
+		return next() % 8 ? next() : 0;
+	default:
+		return next() % 256;
+	}
+}
+
+__attribute__((noinline)) static void fuzz(const struct cap *c)
+{
+	uint64_t buf[512], frames[MAX];
+	size_t n = sizeof buf / sizeof buf[0];
+	for (int iter = 0; iter < 20000; iter++) {
+		for (size_t i = 0; i < n; i++)
+			buf[i] = garbage(c, buf, n);
+		uintptr_t pc = c->slow[next() % c->nslow] - 1;
+		uintptr_t sp = (uintptr_t)&buf[next() % n] + (next() % 4 == 0 ? next() % 8 : 0);
+		int r = hp_unwind_regs(frames, MAX, 0, 0, pc, sp, garbage(c, buf, n));
+		assert_true(r >= -1 && r <= MAX);
+	}
+}
+
+static void test_garbage(void **state)
+{
+	(void)state;
+	struct cap c;
+	uint64_t frames[MAX];
+	memset(&c, 0, sizeof c);
+	libs[0].recurse(3, capture, &c);
+	check(&c, 1);
+	fuzz(&c);
+	/* A stack pointer in no thread's stack: nothing is read. */
+	void *heap = malloc(64);
+	assert_int_equal(hp_unwind_regs(frames, MAX, 0, 0, c.slow[0] - 1, 16, 0), -1);
+	assert_int_equal(hp_unwind_regs(frames, MAX, 0, 0, c.slow[0] - 1, (uintptr_t)heap, 0), -1);
+	assert_int_equal(hp_unwind_regs(frames, MAX, 0, 0, c.slow[0] - 1, UINTPTR_MAX - 7, 0), -1);
+	free(heap);
+}
+
+static int load(struct lib *l, const char *path, const char *pfx)
+{
+	char name[64];
+	l->h = dlopen(path, RTLD_NOW);
+	if (!l->h)
+		return -1;
+	snprintf(name, sizeof name, "%srecurse", pfx);
+	l->recurse = (recurse_fn)dlsym(l->h, name);
+	snprintf(name, sizeof name, "%salloca_chain", pfx);
+	l->alloca_chain = (alloca_fn)dlsym(l->h, name);
+	snprintf(name, sizeof name, "%ssorted", pfx);
+	l->sorted = (sorted_fn)dlsym(l->h, name);
+	return l->recurse && l->alloca_chain && l->sorted ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (load(&libs[0], UNWIND_FP_PATH, "fp_") < 0 ||
+	    load(&libs[1], UNWIND_NOFP_PATH, "nofp_") < 0)
+		return -1;
+	return hp_unwind_init();
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	hp_unwind_fini();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_recursion), cmocka_unit_test(test_alloca),
+	    cmocka_unit_test(test_mixed),     cmocka_unit_test(test_qsort_callback),
+	    cmocka_unit_test(test_thread),    cmocka_unit_test(test_no_table),
+	    cmocka_unit_test(test_garbage),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

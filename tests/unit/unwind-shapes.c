@@ -1,0 +1,62 @@
+/* unwind-shapes.c - call stacks of known shapes for test-unwind. Built twice, with and
+ * without frame pointers; SHAPE() gives each build's exports their own names. Calls between
+ * the exports go through the PLT, and the qsort callback runs inside libc's frames. */
+#include <alloca.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CAT(a, b) a##b
+#define NAME(p, n) CAT(p, n)
+#define SHAPE(n) NAME(SHAPE_PREFIX, n)
+
+typedef void (*shape_cb)(void *arg);
+
+int SHAPE(recurse)(int depth, shape_cb cb, void *arg);
+int SHAPE(alloca_chain)(int depth, int size, shape_cb cb, void *arg);
+int SHAPE(sorted)(shape_cb cb, void *arg);
+
+/* Keeps every call a real call: the result is used after it returns. */
+static volatile int sink;
+
+/* noipa: one frame per level, not a partly inlined recursion. */
+__attribute__((noipa)) int SHAPE(recurse)(int depth, shape_cb cb, void *arg)
+{
+	if (depth <= 0)
+		cb(arg);
+	else
+		SHAPE(recurse)(depth - 1, cb, arg);
+	return sink++;
+}
+
+__attribute__((noipa)) int SHAPE(alloca_chain)(int depth, int size, shape_cb cb, void *arg)
+{
+	char *buf = alloca((size_t)size);
+	memset(buf, depth, (size_t)size);
+	if (depth <= 0)
+		cb(arg);
+	else
+		SHAPE(alloca_chain)(depth - 1, size * 3 + 8, cb, arg);
+	sink += buf[size - 1];
+	return sink;
+}
+
+static shape_cb sort_cb;
+static void *sort_arg;
+
+static int cmp(const void *a, const void *b)
+{
+	if (sort_cb) {
+		sort_cb(sort_arg);
+		sort_cb = NULL;
+	}
+	return *(const int *)a - *(const int *)b;
+}
+
+int SHAPE(sorted)(shape_cb cb, void *arg)
+{
+	int v[8] = {5, 3, 7, 1, 8, 2, 6, 4};
+	sort_cb = cb;
+	sort_arg = arg;
+	qsort(v, 8, sizeof v[0], cmp);
+	return sink + v[0];
+}
