@@ -13,11 +13,11 @@
 struct hp_vs_addr {
 	char *label;
 	bool allocator; /* inside an allocation function: not a call site */
+	long site;	/* its index in the site table once a stack has it as call site */
 };
 
 struct hp_vs_stack {
-	uint32_t site; /* index into addrs, or UINT32_MAX */
-	uint64_t allocs, bytes;
+	long site; /* index in the site table, or -1 */
 };
 
 int hp_vs_init(struct hp_viewer_session *vs, pid_t pid, struct hp_profile_writer *pw,
@@ -28,6 +28,7 @@ int hp_vs_init(struct hp_viewer_session *vs, pid_t pid, struct hp_profile_writer
 	vs->pw = pw;
 	vs->disp = disp;
 	vs->output = output;
+	vs->sites.track_rates = disp->wants_rates;
 	return vs->sym ? 0 : -1;
 }
 
@@ -40,6 +41,7 @@ void hp_vs_free(struct hp_viewer_session *vs)
 	free(vs->stacks);
 	hp_keymap_free(&vs->addr_index);
 	hp_keymap_free(&vs->stack_index);
+	hp_sites_free(&vs->sites);
 	memset(vs, 0, sizeof *vs);
 }
 
@@ -102,8 +104,9 @@ static int symbolize(struct hp_viewer_session *vs, uint64_t addr, uint32_t *idx,
 	int rc = hp_pw_symbol(vs->pw, addr, &res);
 	struct hp_vs_addr a = {
 	    .label = make_label(addr, &res),
-	    .allocator = res.nframes > 0 &&
-			     hp_is_allocator_function(res.frames[res.nframes - 1].function),
+	    .allocator =
+		res.nframes > 0 && hp_is_allocator_function(res.frames[res.nframes - 1].function),
+	    .site = -1,
 	};
 	hp_sym_result_clear(&res);
 	if (rc < 0) {
@@ -161,6 +164,13 @@ static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 		if (site == UINT32_MAX || vs->addrs[site].allocator)
 			site = idx;
 	}
+	if (site != UINT32_MAX && vs->addrs[site].site < 0) {
+		vs->addrs[site].site = hp_sites_add_site(&vs->sites, vs->addrs[site].label);
+		if (vs->addrs[site].site < 0) {
+			hp_error_set(err, "out of memory");
+			return -1;
+		}
+	}
 	uint32_t si = hp_keymap_get(&vs->stack_index, st.id, 0);
 	if (si == UINT32_MAX) {
 		if (grow((void **)&vs->stacks, &vs->stacks_cap, vs->nstacks,
@@ -170,9 +180,8 @@ static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 			return -1;
 		}
 		si = (uint32_t)vs->nstacks++;
-		vs->stacks[si] = (struct hp_vs_stack){0};
 	}
-	vs->stacks[si].site = site;
+	vs->stacks[si].site = site == UINT32_MAX ? -1 : vs->addrs[site].site;
 	return 0;
 }
 
@@ -187,12 +196,24 @@ static int on_sites(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 	for (uint32_t i = 0; i < h.count; i++) {
 		struct hp_site_delta d;
 		hp_take(&p, end, &d, sizeof d);
+		if (d.size_kind > HP_SIZE_POW2)
+			return malformed(err, "SITES entry with an unknown size key");
 		uint32_t si = hp_keymap_get(&vs->stack_index, d.stack_id, 0);
-		if (si == UINT32_MAX)
+		if (si == UINT32_MAX || vs->stacks[si].site < 0)
 			continue; /* stack id 0: no stack was recorded for these */
-		vs->stacks[si].allocs += d.allocs;
-		vs->stacks[si].bytes += d.alloc_bytes;
+		hp_sites_count(&vs->sites, (size_t)vs->stacks[si].site, &d);
 	}
+	return 0;
+}
+
+/* The viewer has no use for LIVE yet beyond the copy; heapprof-view reads it. */
+static int check_live(const uint8_t *body, uint32_t len, struct hp_error *err)
+{
+	struct hp_live h;
+	const uint8_t *p = body, *end = body + len;
+	if (!hp_take(&p, end, &h, sizeof h) ||
+	    (size_t)(end - p) / sizeof(struct hp_live_site) < h.count)
+		return malformed(err, "LIVE record shorter than its count");
 	return 0;
 }
 
@@ -206,10 +227,15 @@ int hp_vs_record(struct hp_viewer_session *vs, uint32_t type, const uint8_t *bod
 		if (vs->seen_hello || len < sizeof(struct hp_hello))
 			return malformed(err, "bad or repeated HELLO record");
 		vs->seen_hello = true;
+		memcpy(&vs->stats.hello, body, sizeof vs->stats.hello);
 		break;
 	case HP_REC_ROUND:
 		if (len < sizeof(struct hp_round))
 			return malformed(err, "short ROUND record");
+		break;
+	case HP_REC_LIVE:
+		if (check_live(body, len, err) != 0)
+			return -1;
 		break;
 	case HP_REC_END:
 		if (len < sizeof(struct hp_end))
@@ -239,7 +265,8 @@ int hp_vs_record(struct hp_viewer_session *vs, uint32_t type, const uint8_t *bod
 		struct hp_round r;
 		memcpy(&r, body, sizeof r);
 		hp_stats_round(&vs->stats, &r);
-		vs->disp->round(vs->disp, &vs->stats, &r);
+		hp_sites_round(&vs->sites, r.time_ns);
+		vs->disp->round(vs->disp, &vs->stats, &vs->sites);
 		return 0;
 	}
 	default:
@@ -264,23 +291,20 @@ int hp_vs_finish(struct hp_viewer_session *vs, struct hp_error *err)
 			return write_failed(vs, rc, err);
 		vs->seen_end = true;
 	}
-	struct hp_site_stat *sites = calloc(vs->naddrs ? vs->naddrs : 1, sizeof *sites);
+	struct hp_site_stat *sites = calloc(vs->sites.n ? vs->sites.n : 1, sizeof *sites);
 	if (!sites) {
 		hp_error_set(err, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < vs->nstacks; i++) {
-		const struct hp_vs_stack *s = &vs->stacks[i];
-		if (s->site == UINT32_MAX)
-			continue;
-		sites[s->site].label = vs->addrs[s->site].label;
-		sites[s->site].allocs += s->allocs;
-		sites[s->site].bytes += s->bytes;
-	}
 	size_t n = 0;
-	for (size_t i = 0; i < vs->naddrs; i++)
-		if (sites[i].label && sites[i].allocs > 0)
-			sites[n++] = sites[i];
+	for (size_t i = 0; i < vs->sites.n; i++) {
+		const struct hp_site *s = &vs->sites.v[i];
+		if (s->allocs > 0)
+			sites[n++] = (struct hp_site_stat){.label = s->label,
+							   .allocs = s->allocs,
+							   .bytes = s->alloc_bytes,
+							   .temp_frees = s->temp_frees};
+	}
 	qsort(sites, n, sizeof *sites, by_allocs);
 	vs->disp->finish(vs->disp, &vs->stats, sites, n < HP_TOP_SITES ? n : HP_TOP_SITES,
 			 vs->output);

@@ -4,7 +4,8 @@
  * hpformat.h (every count against the record's length; HELLO first; no viewer-only
  * records), copies it to the profile, reports modules to the symbolizer and, after a
  * STACK, writes one SYMBOL per frame address not yet symbolized in the module that owns
- * it now. ROUND records update the statistics and go to the display. hp_vs_finish
+ * it now. SITES entries count for the call site of their stack (sites.h); ROUND records
+ * close a round there, update the statistics and go to the display. hp_vs_finish
  * appends END (target exit) if the stream had none and shows the summary.
  */
 #ifndef HEAPPROF_VIEWER_RECORDS_H
@@ -18,6 +19,7 @@
 #include "keymap.h"
 #include "profile-writer.h"
 #include "report.h"
+#include "sites.h"
 #include "symbolize.h"
 
 #define HP_TOP_SITES 5
@@ -31,6 +33,7 @@ struct hp_viewer_session {
 	struct hp_display *disp;
 	const char *output;
 	struct hp_stats stats;
+	struct hp_site_table sites;
 	bool seen_hello, seen_end;
 	struct hp_keymap addr_index; /* (addr, module id) -> addrs[] */
 	struct hp_vs_addr *addrs;

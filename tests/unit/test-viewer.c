@@ -1,6 +1,7 @@
 /* test-viewer.c - runs the built heapprof-viewer on streams written here: a good stream
- * (round line, profile contents, SYMBOL for a function of this binary), a stream that
- * ends without END, and malformed streams (exit 1, one-line error, no crash). */
+ * (round line, profile contents, SYMBOL for a function of this binary), format v2's size
+ * keys, temporary frees and LIVE record, a stream that ends without END, and malformed
+ * streams (exit 1, one-line error, no crash). */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -309,6 +310,87 @@ static void test_allocator_frames_skipped(void **state)
 	unlink(r.profile);
 }
 
+/* Format v2: SITES entries keyed by size with temporary frees, and a final LIVE record,
+ * copied verbatim; the summary counts a site's temporary blocks over its size keys. */
+static void test_v2_records(void **state)
+{
+	(void)state;
+	struct symtest_module m;
+	assert_int_equal(symtest_find_module((void *)marker_function, &m), 0);
+	uint64_t frames[1] = {(uintptr_t)marker_function + 1};
+
+	struct run r;
+	start_viewer(&r);
+	assert_int_equal(hp_write_header(r.wfd), 0);
+	put_hello(r.wfd);
+	put_module(r.wfd, 1, &m);
+	put_stack(r.wfd, 3, frames, 1);
+	struct {
+		struct hp_sites h;
+		struct hp_site_delta d[2];
+	} sites = {{.count = 2},
+		   {{.stack_id = 3,
+		     .size_kind = HP_SIZE_EXACT,
+		     .size = 48,
+		     .allocs = 5,
+		     .alloc_bytes = 240,
+		     .frees = 4,
+		     .freed_bytes = 192,
+		     .temp_frees = 3},
+		    {.stack_id = 3,
+		     .size_kind = HP_SIZE_POW2,
+		     .size = 8192,
+		     .allocs = 2,
+		     .alloc_bytes = 20000,
+		     .frees = 1,
+		     .freed_bytes = 9000,
+		     .temp_frees = 1}}};
+	put(r.wfd, HP_REC_SITES, &sites, sizeof sites);
+	struct {
+		struct hp_live h;
+		struct hp_live_site s[1];
+	} live = {{.count = 1},
+		  {{.stack_id = 3,
+		    .blocks = 2,
+		    .bytes = 11048,
+		    .oldest_age_ms = 900,
+		    .mean_age_ms = 500}}};
+	put(r.wfd, HP_REC_LIVE, &live, sizeof live);
+	put_round(r.wfd, 1);
+	struct hp_end end = {.reason = HP_END_DETACH};
+	put(r.wfd, HP_REC_END, &end, sizeof end);
+	finish_viewer(&r);
+
+	assert_true(WIFEXITED(r.status));
+	assert_int_equal(WEXITSTATUS(r.status), 0);
+	assert_string_equal(r.err, "");
+	char *line = strstr(r.out, "marker_function (test-viewer.c:");
+	assert_non_null(line);
+	while (line > r.out && line[-1] != '\n')
+		line--;
+	assert_non_null(strstr(line, " 7 allocs "));
+	assert_non_null(strstr(line, " 20240 bytes "));
+	assert_non_null(strstr(line, " 4 temporary "));
+
+	struct rec recs[16];
+	size_t n = load_profile(r.profile, recs, 16);
+	size_t found = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].type == HP_REC_SITES) {
+			assert_int_equal(recs[i].len, sizeof sites);
+			assert_memory_equal(recs[i].body, &sites, sizeof sites);
+			found++;
+		} else if (recs[i].type == HP_REC_LIVE) {
+			assert_int_equal(recs[i].len, sizeof live);
+			assert_memory_equal(recs[i].body, &live, sizeof live);
+			found++;
+		}
+	}
+	assert_int_equal(found, 2);
+	free_profile(recs, n);
+	unlink(r.profile);
+}
+
 static void test_no_end(void **state)
 {
 	(void)state;
@@ -394,6 +476,25 @@ static void test_bad_counts(void **state)
 	hp_rec_put_hdr(buf, HP_REC_SITES, 16);
 	memcpy(buf + 8, &s, sizeof s);
 	expect_malformed(buf, sizeof buf, 1);
+	/* A LIVE count beyond its record. */
+	struct hp_live lv = {.count = 2};
+	uint8_t lbuf[8 + sizeof lv + sizeof(struct hp_live_site)] = {0};
+	hp_rec_put_hdr(lbuf, HP_REC_LIVE, sizeof lv + sizeof(struct hp_live_site));
+	memcpy(lbuf + 8, &lv, sizeof lv);
+	expect_malformed(lbuf, sizeof lbuf, 1);
+	/* A v1-sized SITES entry (40 bytes) is short of a v2 one. */
+	struct hp_sites one = {.count = 1};
+	uint8_t v1[8 + sizeof one + 40] = {0};
+	hp_rec_put_hdr(v1, HP_REC_SITES, sizeof one + 40);
+	memcpy(v1 + 8, &one, sizeof one);
+	expect_malformed(v1, sizeof v1, 1);
+	/* An unknown size key. */
+	uint8_t kbuf[8 + sizeof one + sizeof(struct hp_site_delta)] = {0};
+	struct hp_site_delta bad = {.size_kind = 9};
+	hp_rec_put_hdr(kbuf, HP_REC_SITES, sizeof one + sizeof bad);
+	memcpy(kbuf + 8, &one, sizeof one);
+	memcpy(kbuf + 8 + sizeof one, &bad, sizeof bad);
+	expect_malformed(kbuf, sizeof kbuf, 1);
 	/* A MODULE whose path runs past its end. */
 	uint8_t mod[8 + sizeof(struct hp_module)];
 	struct hp_module m = {.id = 1, .start = 1, .end = 2, .path_len = 500};
@@ -406,9 +507,13 @@ int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_good_stream), cmocka_unit_test(test_allocator_frames_skipped),
-	    cmocka_unit_test(test_no_end),	cmocka_unit_test(test_truncated_record),
-	    cmocka_unit_test(test_huge_length), cmocka_unit_test(test_garbage),
+	    cmocka_unit_test(test_good_stream),
+	    cmocka_unit_test(test_allocator_frames_skipped),
+	    cmocka_unit_test(test_v2_records),
+	    cmocka_unit_test(test_no_end),
+	    cmocka_unit_test(test_truncated_record),
+	    cmocka_unit_test(test_huge_length),
+	    cmocka_unit_test(test_garbage),
 	    cmocka_unit_test(test_bad_counts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
