@@ -1,16 +1,16 @@
-/* hotspots: allocation sites ranked by allocations, bytes or live bytes. */
+/* hotspots: allocation sites ranked by allocations, bytes, live bytes or temporary frees. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json.h"
+#include "report.h"
 #include "text.h"
 #include "view.h"
 
-#define TEXT_TOP_DEFAULT 20
-#define FUNC_WIDTH_MAX 60
+#define FUNC_WIDTH_MAX REPORT_FUNC_WIDTH_MAX
 
-enum sort_key { SORT_ALLOCS, SORT_BYTES, SORT_LIVE };
+enum sort_key { SORT_ALLOCS, SORT_BYTES, SORT_LIVE, SORT_TEMP };
 
 struct hotspots_opts {
 	long top; /* -1 = not given */
@@ -33,15 +33,9 @@ static const struct option options[] = {
 static int on_opt(int val, const char *arg, void *ctx)
 {
 	struct hotspots_opts *o = ctx;
-	char *end;
 	switch (val) {
 	case OPT_TOP:
-		o->top = strtol(arg, &end, 10);
-		if (*arg < '0' || *arg > '9' || *end || o->top < 0)
-			return view_usage_error(&view_cmd_hotspots,
-						"--top wants a number of sites (0 = all), not '%s'",
-						arg);
-		return 0;
+		return report_parse_top(&view_cmd_hotspots, arg, &o->top);
 	case OPT_SORT:
 		if (strcmp(arg, "allocations") == 0)
 			o->sort = SORT_ALLOCS;
@@ -49,10 +43,14 @@ static int on_opt(int val, const char *arg, void *ctx)
 			o->sort = SORT_BYTES;
 		else if (strcmp(arg, "live") == 0)
 			o->sort = SORT_LIVE;
+		else if (strcmp(arg, "temporary") == 0)
+			o->sort = SORT_TEMP;
 		else
-			return view_usage_error(&view_cmd_hotspots,
-						"--sort wants allocations, bytes or live, not '%s'",
-						arg);
+			return view_usage_error(
+			    &view_cmd_hotspots,
+			    "--sort wants allocations, bytes, live or temporary, "
+			    "not '%s'",
+			    arg);
 		return 0;
 	default:
 		return VIEW_EXIT_USAGE;
@@ -91,6 +89,10 @@ static struct row *sorted_rows(const struct profile *p, enum sort_key sort)
 			rows[i].key = pf_live_bytes(&s->tot);
 			rows[i].key2 = pf_live_blocks(&s->tot);
 			break;
+		case SORT_TEMP:
+			rows[i].key = (int64_t)s->tot.temp_frees;
+			rows[i].key2 = (int64_t)s->tot.allocs;
+			break;
 		}
 	}
 	qsort(rows, p->nsites, sizeof *rows, cmp_row);
@@ -104,29 +106,8 @@ static void print_json(const struct profile *p, const struct row *rows, size_t n
 	json_array_begin(&j);
 	for (size_t i = 0; i < n; i++) {
 		const struct pf_site *s = rows[i].site;
-		const struct pf_stack *st = &p->stacks[s->top_stack];
-		struct pf_loc l;
-		loc_get(p, s->addr, 0, &l);
 		json_object_begin(&j);
-		json_kv_str(&j, "function", l.function);
-		json_kv_str(&j, "file", l.file);
-		json_key(&j, "line");
-		if (l.line)
-			json_u64(&j, l.line);
-		else
-			json_null(&j);
-		json_kv_str(&j, "module", l.module);
-		json_key(&j, "address");
-		json_hex(&j, s->addr);
-		json_kv_u64(&j, "allocations", s->tot.allocs);
-		json_kv_u64(&j, "frees", s->tot.frees);
-		json_kv_u64(&j, "allocated_bytes", s->tot.alloc_bytes);
-		json_kv_u64(&j, "freed_bytes", s->tot.freed_bytes);
-		json_kv_i64(&j, "live_blocks", pf_live_blocks(&s->tot));
-		json_kv_i64(&j, "live_bytes", pf_live_bytes(&s->tot));
-		json_kv_u64(&j, "stacks", s->nstacks);
-		json_key(&j, "stack");
-		loc_json_stack(&j, p, st, st->site_frame);
+		report_site_json(&j, p, s, pf_live_blocks(&s->tot), pf_live_bytes(&s->tot));
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -134,7 +115,10 @@ static void print_json(const struct profile *p, const struct row *rows, size_t n
 
 static const char *sort_name(enum sort_key k)
 {
-	return k == SORT_BYTES ? "bytes" : k == SORT_LIVE ? "live bytes" : "allocations";
+	return k == SORT_BYTES	? "bytes"
+	       : k == SORT_LIVE ? "live bytes"
+	       : k == SORT_TEMP ? "temporary frees"
+				: "allocations";
 }
 
 static void print_text(const struct profile *p, const struct row *rows, size_t n,
@@ -180,7 +164,7 @@ static int run(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	struct profile p;
-	if (view_load(args.file, &p) < 0)
+	if (view_load(&args, &p) < 0)
 		return VIEW_EXIT_ERROR;
 	struct row *rows = sorted_rows(&p, o.sort);
 	if (!rows) {
@@ -188,8 +172,7 @@ static int run(int argc, char **argv)
 		pf_free(&p);
 		return VIEW_EXIT_ERROR;
 	}
-	long top = o.top >= 0 ? o.top : args.json ? 0 : TEXT_TOP_DEFAULT;
-	size_t n = top > 0 && (size_t)top < p.nsites ? (size_t)top : p.nsites;
+	size_t n = report_count(o.top, args.json, p.nsites);
 	if (args.json)
 		print_json(&p, rows, n);
 	else
@@ -204,6 +187,6 @@ const struct view_cmd view_cmd_hotspots = {
     .summary = "List the allocation sites, the most active first",
     .options = "  --top N          show the first N sites (default 20 in text, all in JSON;\n"
 	       "                   0 = all)\n"
-	       "  --sort KEY       rank by allocations (default), bytes or live\n",
+	       "  --sort KEY       rank by allocations (default), bytes, live or temporary\n",
     .run = run,
 };

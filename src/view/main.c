@@ -7,7 +7,17 @@
 
 const struct view_cmd *const view_cmds[] = {
     &view_cmd_overview,
+    &view_cmd_timeline,
+    &view_cmd_histogram,
+    &view_cmd_filter,
+    &view_cmd_tree,
     &view_cmd_hotspots,
+    &view_cmd_leaks,
+    &view_cmd_growth,
+    &view_cmd_temporary,
+    &view_cmd_peak,
+    &view_cmd_flame,
+    &view_cmd_export,
     NULL,
 };
 
@@ -22,7 +32,9 @@ static void usage(FILE *f)
 	for (size_t i = 0; view_cmds[i]; i++)
 		fprintf(f, "  %-10s %s\n", view_cmds[i]->name, view_cmds[i]->summary);
 	fprintf(f, "\nOptions of every command:\n"
-		   "  --json           print JSON instead of text\n"
+		   "  --json           print JSON instead of text (not flame, export)\n"
+		   "  -j               function names only, without file:line\n"
+		   "  -t               shorten C++ template arguments to <\xe2\x80\xa6>\n"
 		   "  --help           show the help of the command\n");
 	for (size_t i = 0; view_cmds[i]; i++)
 		if (view_cmds[i]->options[0])

@@ -142,7 +142,7 @@ static int run(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	struct profile p;
-	if (view_load(args.file, &p) < 0)
+	if (view_load(&args, &p) < 0)
 		return VIEW_EXIT_ERROR;
 	struct overview o;
 	compute(&p, &o);

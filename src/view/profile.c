@@ -13,12 +13,14 @@
 /* A SITES entry waiting for the ROUND that makes it count. */
 struct pending {
 	uint32_t stack_id;
+	uint32_t size_kind;
+	uint64_t size;
 	struct pf_totals d;
 };
 
 struct loader {
 	struct profile *p;
-	size_t cap_modules, cap_stacks, cap_symbols, cap_rounds;
+	size_t cap_modules, cap_stacks, cap_symbols, cap_rounds, cap_sizes, cap_stack_sizes;
 	struct pending *pending;
 	size_t npending, cap_pending;
 };
@@ -180,7 +182,8 @@ static int rec_symbol(struct loader *l, const uint8_t *q, const uint8_t *end)
 	if (!hp_take(&q, end, &h, sizeof h))
 		return REC_MALFORMED;
 	/* Each frame takes at least its fixed part: this bounds the allocation below. */
-	if ((uint64_t)h.nframes * sizeof(struct hp_symbol_frame) > (uint64_t)(end - q) ||
+	if (h.nframes > HP_MAX_INLINE ||
+	    (uint64_t)h.nframes * sizeof(struct hp_symbol_frame) > (uint64_t)(end - q) ||
 	    u64map_get(&p->symbol_by_addr, h.addr) >= 0)
 		return REC_MALFORMED;
 	struct pf_symbol s = {.addr = h.addr, .module_id = h.module_id};
@@ -229,10 +232,41 @@ static int rec_sites(struct loader *l, const uint8_t *q, const uint8_t *end)
 			return REC_NOMEM;
 		l->pending[l->npending++] = (struct pending){
 		    .stack_id = d.stack_id,
-		    .d = {d.allocs, d.alloc_bytes, d.frees, d.freed_bytes},
+		    .size_kind = d.size_kind,
+		    .size = d.size,
+		    .d = {.allocs = d.allocs,
+			  .alloc_bytes = d.alloc_bytes,
+			  .frees = d.frees,
+			  .freed_bytes = d.freed_bytes,
+			  .temp_frees = d.temp_frees},
 		};
 	}
 	return REC_OK;
+}
+
+static int rec_live(struct loader *l, const uint8_t *q, const uint8_t *end)
+{
+	struct profile *p = l->p;
+	struct hp_live h;
+	if (!hp_take(&q, end, &h, sizeof h) ||
+	    (uint64_t)h.count * sizeof(struct hp_live_site) > (uint64_t)(end - q))
+		return REC_MALFORMED;
+	int bad = 0;
+	for (uint32_t i = 0; i < h.count; i++) {
+		struct hp_live_site e;
+		hp_take(&q, end, &e, sizeof e);
+		long s = u64map_get(&p->stack_by_id, e.stack_id);
+		if (s < 0) {
+			bad = 1;
+			continue;
+		}
+		struct pf_stack *st = &p->stacks[s];
+		pf_live_merge(&st->live,
+			      &(struct pf_live){e.blocks, e.bytes, e.oldest_age_ms, e.mean_age_ms});
+		st->has_live = 1;
+		p->has_live = 1;
+	}
+	return bad ? REC_MALFORMED : REC_OK;
 }
 
 static void add_totals(struct pf_totals *t, const struct pf_totals *d)
@@ -241,6 +275,76 @@ static void add_totals(struct pf_totals *t, const struct pf_totals *d)
 	t->alloc_bytes += d->alloc_bytes;
 	t->frees += d->frees;
 	t->freed_bytes += d->freed_bytes;
+	t->temp_frees += d->temp_frees;
+}
+
+struct pf_size pf_size_key(uint64_t size)
+{
+	if (size <= HP_EXACT_SIZE_MAX)
+		return (struct pf_size){.kind = HP_SIZE_EXACT, .size = size};
+	return (struct pf_size){.kind = HP_SIZE_POW2, .size = 1ull << (63 - __builtin_clzll(size))};
+}
+
+/* A small integer naming a size key: exact sizes as themselves, buckets after them. */
+static uint64_t size_code(const struct pf_size *k)
+{
+	if (k->kind == HP_SIZE_EXACT)
+		return k->size;
+	return HP_EXACT_SIZE_MAX + 1 + (uint64_t)__builtin_ctzll(k->size);
+}
+
+static struct pf_size norm_key(uint32_t kind, uint64_t size)
+{
+	/* Bucket 4096 is [4097, 8192): 4096 itself has an exact key. */
+	if (kind == HP_SIZE_POW2 && size >= HP_EXACT_SIZE_MAX)
+		return (struct pf_size){.kind = HP_SIZE_POW2,
+					.size = 1ull << (63 - __builtin_clzll(size))};
+	return pf_size_key(size);
+}
+
+static int add_size(struct loader *l, const struct pending *e, long stack)
+{
+	struct profile *p = l->p;
+	struct pf_size k = norm_key(e->size_kind, e->size);
+	uint64_t code = size_code(&k);
+	long i = u64map_get(&p->size_by_code, code);
+	if (i < 0) {
+		if (reserve((void **)&p->sizes, &l->cap_sizes, p->nsizes, sizeof *p->sizes) < 0 ||
+		    u64map_put(&p->size_by_code, code, p->nsizes) < 0)
+			return REC_NOMEM;
+		i = (long)p->nsizes++;
+		p->sizes[i] = k;
+	}
+	add_totals(&p->sizes[i].tot, &e->d);
+	if (stack < 0)
+		return REC_OK;
+	/* Codes stay below 2^13, stack indexes below 2^40: the pair fits one key. */
+	uint64_t key = (uint64_t)stack << 16 | code;
+	i = u64map_get(&p->stack_size_by_code, key);
+	if (i < 0) {
+		if (reserve((void **)&p->stack_sizes, &l->cap_stack_sizes, p->nstack_sizes,
+			    sizeof *p->stack_sizes) < 0 ||
+		    u64map_put(&p->stack_size_by_code, key, p->nstack_sizes) < 0)
+			return REC_NOMEM;
+		i = (long)p->nstack_sizes++;
+		p->stack_sizes[i] = (struct pf_stack_size){.stack = (size_t)stack, .key = k};
+	}
+	add_totals(&p->stack_sizes[i].key.tot, &e->d);
+	return REC_OK;
+}
+
+/* Records the stack's live numbers after round r, once per round. */
+static int add_point(struct pf_stack *st, size_t r)
+{
+	struct pf_point pt = {r, pf_live_blocks(&st->tot), pf_live_bytes(&st->tot)};
+	if (st->nseries && st->series[st->nseries - 1].round == r) {
+		st->series[st->nseries - 1] = pt;
+		return REC_OK;
+	}
+	if (reserve((void **)&st->series, &st->cap_series, st->nseries, sizeof pt) < 0)
+		return REC_NOMEM;
+	st->series[st->nseries++] = pt;
+	return REC_OK;
 }
 
 static int rec_round(struct loader *l, const uint8_t *q, const uint8_t *end)
@@ -251,15 +355,24 @@ static int rec_round(struct loader *l, const uint8_t *q, const uint8_t *end)
 		return REC_MALFORMED;
 	if (reserve((void **)&p->rounds, &l->cap_rounds, p->nrounds, sizeof h) < 0)
 		return REC_NOMEM;
-	p->rounds[p->nrounds++] = h;
+	size_t r = p->nrounds++;
+	p->rounds[r] = h;
 	if (h.live_bytes > p->peak_live_bytes)
 		p->peak_live_bytes = h.live_bytes;
-	for (size_t i = 0; i < l->npending; i++) {
-		long s = u64map_get(&p->stack_by_id, l->pending[i].stack_id);
-		add_totals(s >= 0 ? &p->stacks[s].tot : &p->unattributed, &l->pending[i].d);
+	if ((h.flags & HP_ROUND_SAMPLED) && !p->first_sampled)
+		p->first_sampled = r + 1;
+	int rc = REC_OK;
+	for (size_t i = 0; i < l->npending && rc == REC_OK; i++) {
+		const struct pending *e = &l->pending[i];
+		long s = u64map_get(&p->stack_by_id, e->stack_id);
+		add_totals(s >= 0 ? &p->stacks[s].tot : &p->unattributed, &e->d);
+		if (e->size_kind != HP_SIZE_NONE)
+			rc = add_size(l, e, s);
+		if (rc == REC_OK && s >= 0)
+			rc = add_point(&p->stacks[s], r);
 	}
 	l->npending = 0;
-	return REC_OK;
+	return rc;
 }
 
 static int rec_end(struct loader *l, const uint8_t *q, const uint8_t *end)
@@ -292,6 +405,8 @@ static int dispatch(struct loader *l, uint32_t type, const uint8_t *body, uint32
 		return rec_round(l, body, end);
 	case HP_REC_END:
 		return rec_end(l, body, end);
+	case HP_REC_LIVE:
+		return rec_live(l, body, end);
 	default:
 		l->p->skipped_records++;
 		return REC_OK;
@@ -430,8 +545,10 @@ void pf_free(struct profile *p)
 		free(p->modules[i].path);
 		free(p->modules[i].build_id);
 	}
-	for (size_t i = 0; i < p->nstacks; i++)
+	for (size_t i = 0; i < p->nstacks; i++) {
 		free(p->stacks[i].frames);
+		free(p->stacks[i].series);
+	}
 	for (size_t i = 0; i < p->nsymbols; i++)
 		symbol_free(&p->symbols[i]);
 	free(p->modules);
@@ -439,6 +556,10 @@ void pf_free(struct profile *p)
 	free(p->symbols);
 	free(p->rounds);
 	free(p->sites);
+	free(p->sizes);
+	free(p->stack_sizes);
+	u64map_free(&p->size_by_code);
+	u64map_free(&p->stack_size_by_code);
 	u64map_free(&p->module_by_id);
 	u64map_free(&p->stack_by_id);
 	u64map_free(&p->symbol_by_addr);
@@ -470,4 +591,29 @@ const struct pf_module *pf_module_of(const struct profile *p, uint64_t addr)
 		if (addr >= p->modules[i].start && addr < p->modules[i].end)
 			return &p->modules[i];
 	return NULL;
+}
+
+struct pf_point pf_stack_live_at(const struct pf_stack *st, size_t r)
+{
+	/* The last point at or before r. */
+	size_t lo = 0, hi = st->nseries;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->series[mid].round <= r)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return (struct pf_point){.round = r};
+	return st->series[lo - 1];
+}
+
+size_t pf_peak_round(const struct profile *p)
+{
+	size_t best = 0;
+	for (size_t i = 1; i < p->nrounds; i++)
+		if (p->rounds[i].live_bytes > p->rounds[best].live_bytes)
+			best = i;
+	return best;
 }

@@ -54,6 +54,20 @@ struct pf_symbol {
 
 struct pf_totals {
 	uint64_t allocs, alloc_bytes, frees, freed_bytes;
+	uint64_t temp_frees; /* frees within HP_TEMPORARY_MS of the allocation */
+};
+
+/* A stack's live numbers after a round; a series holds only the rounds where they changed,
+ * so it grows with the SITES entries, not with rounds x stacks. */
+struct pf_point {
+	size_t round; /* index in p->rounds */
+	int64_t live_blocks, live_bytes;
+};
+
+/* From LIVE records: what was still allocated at the final round. */
+struct pf_live {
+	uint64_t blocks, bytes;
+	uint64_t oldest_age_ms, mean_age_ms;
 };
 
 struct pf_stack {
@@ -62,6 +76,10 @@ struct pf_stack {
 	uint64_t *frames; /* innermost first */
 	struct pf_totals tot;
 	uint32_t site_frame; /* index in frames of the stack's site */
+	struct pf_point *series;
+	size_t nseries, cap_series;
+	int has_live;
+	struct pf_live live;
 };
 
 struct pf_site {
@@ -69,6 +87,23 @@ struct pf_site {
 	struct pf_totals tot;
 	size_t top_stack; /* index in p->stacks of the stack with the most allocations */
 	size_t nstacks;
+	int has_live;	     /* some stack of it has a LIVE entry */
+	struct pf_live live; /* sums; oldest is the max, mean weighted by blocks */
+};
+
+/* A size key (hpformat.h): kind HP_SIZE_EXACT with the size itself, or HP_SIZE_POW2 with
+ * the bucket [size, 2*size). Keys that break the rules are moved to the bucket holding
+ * them, so every size lands in exactly one key. */
+struct pf_size {
+	uint32_t kind;
+	uint64_t size;
+	struct pf_totals tot;
+};
+
+/* The numbers of one stack at one size key: what `filter --size` looks at. */
+struct pf_stack_size {
+	size_t stack; /* index in p->stacks */
+	struct pf_size key;
 };
 
 struct profile {
@@ -86,6 +121,12 @@ struct profile {
 	size_t nrounds;
 	struct pf_site *sites;
 	size_t nsites;
+	struct pf_size *sizes; /* the size histogram: sums over every stack, even unknown */
+	size_t nsizes;
+	struct pf_stack_size *stack_sizes;
+	size_t nstack_sizes;
+	int has_live;	      /* the profile has LIVE records */
+	size_t first_sampled; /* index + 1 of the first HP_ROUND_SAMPLED round, 0 if none */
 
 	int has_end;
 	uint32_t end_reason; /* enum hp_end_reason when has_end */
@@ -98,6 +139,7 @@ struct profile {
 	char warning[256];	    /* one line, empty if the file is complete */
 
 	struct u64map module_by_id, stack_by_id, symbol_by_addr, site_by_addr;
+	struct u64map size_by_code, stack_size_by_code;
 };
 
 /* 0, or -1 with err set to a line that says what is wrong and what to do. */
@@ -110,6 +152,55 @@ const struct pf_symbol *pf_symbol_at(const struct profile *p, uint64_t addr);
 const struct pf_module *pf_module_of(const struct profile *p, uint64_t addr);
 /* Fills p->sites from the stacks' totals; pf_load calls it. 0, or -1 when out of memory. */
 int pf_build_sites(struct profile *p);
+/* Index in p->sites of the site of stack st, or -1 if it has none (no numbers). */
+long pf_site_of(const struct profile *p, const struct pf_stack *st);
+
+/* A stack's live numbers after round index r (0 before its first SITES entry). */
+struct pf_point pf_stack_live_at(const struct pf_stack *st, size_t r);
+/* Index of the round with the most live bytes (the first if tied); 0 when there is none. */
+size_t pf_peak_round(const struct profile *p);
+
+/* The size key that size falls in. */
+struct pf_size pf_size_key(uint64_t size);
+
+/* Display rewrites applied once after loading, so every command prints the same names:
+ * names_only drops files and lines (-j), short_templates turns every template argument
+ * list into <…> (-t). 0, or -1 when out of memory. */
+int pf_apply_style(struct profile *p, int names_only, int short_templates);
+/* name with its template argument lists shortened (a new string), or NULL when out of
+ * memory. An unbalanced name is returned unchanged. */
+char *pf_short_templates(const char *name);
+
+/* Adds b into a: blocks and bytes sum, the oldest age is the larger, the mean weighted. */
+static inline void pf_live_merge(struct pf_live *a, const struct pf_live *b)
+{
+	uint64_t n = a->blocks + b->blocks;
+	if (n)
+		a->mean_age_ms = (uint64_t)(((double)a->mean_age_ms * (double)a->blocks +
+					     (double)b->mean_age_ms * (double)b->blocks) /
+					    (double)n);
+	a->blocks = n;
+	a->bytes += b->bytes;
+	if (b->oldest_age_ms > a->oldest_age_ms)
+		a->oldest_age_ms = b->oldest_age_ms;
+}
+
+/* Profiles are untrusted: sums of their counters saturate instead of overflowing. */
+static inline int64_t pf_sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static inline int64_t pf_sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
 
 static inline int64_t pf_live_blocks(const struct pf_totals *t)
 {

@@ -15,7 +15,8 @@ static int frame_is_allocator(const struct profile *p, uint64_t addr)
 
 static int stack_has_numbers(const struct pf_stack *s)
 {
-	return s->tot.allocs || s->tot.alloc_bytes || s->tot.frees || s->tot.freed_bytes;
+	return s->tot.allocs || s->tot.alloc_bytes || s->tot.frees || s->tot.freed_bytes ||
+	       s->has_live;
 }
 
 int pf_build_sites(struct profile *p)
@@ -57,6 +58,18 @@ int pf_build_sites(struct profile *p)
 		site->tot.alloc_bytes += st->tot.alloc_bytes;
 		site->tot.frees += st->tot.frees;
 		site->tot.freed_bytes += st->tot.freed_bytes;
+		site->tot.temp_frees += st->tot.temp_frees;
+		if (st->has_live) {
+			pf_live_merge(&site->live, &st->live);
+			site->has_live = 1;
+		}
 	}
 	return 0;
+}
+
+long pf_site_of(const struct profile *p, const struct pf_stack *st)
+{
+	if (!st->depth || !stack_has_numbers(st))
+		return -1;
+	return u64map_get(&p->site_by_addr, st->frames[st->site_frame]);
 }

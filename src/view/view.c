@@ -1,11 +1,16 @@
 #include "view.h"
 
+#include "calltree.h"
+
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define COMMON_OPTIONS                                                                             \
 	"  --json           print JSON instead of text\n"                                          \
+	"  -j               function names only, without file:line\n"                              \
+	"  -t               shorten C++ template arguments to <\xe2\x80\xa6>\n"                    \
 	"  --help           show this help\n"
 
 void view_cmd_help(const struct view_cmd *c, FILE *f)
@@ -52,15 +57,31 @@ int view_parse(const struct view_cmd *c, int argc, char **argv, const struct opt
 		opts[n++] = extra[i];
 	memset(&opts[n], 0, sizeof opts[n]);
 
+	/* Commands may add short options of their own (val < 0x80, e.g. -r, -o). */
+	char short_opts[32] = ":hjt";
+	size_t ns = strlen(short_opts);
+	for (size_t i = 0; extra && extra[i].name; i++)
+		if (extra[i].val > ' ' && extra[i].val < 0x7f && ns + 2 < sizeof short_opts) {
+			short_opts[ns++] = (char)extra[i].val;
+			if (extra[i].has_arg == required_argument)
+				short_opts[ns++] = ':';
+		}
+	short_opts[ns] = '\0';
 	memset(out, 0, sizeof *out);
 	opterr = 0;
 	optind = 1;
 	int o;
 	/* Leading ':' makes a missing argument ':' rather than '?'. */
-	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, short_opts, opts, NULL)) != -1) {
 		switch (o) {
 		case OPT_JSON:
 			out->json = 1;
+			break;
+		case 'j':
+			out->names_only = 1;
+			break;
+		case 't':
+			out->short_templates = 1;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -93,15 +114,43 @@ int view_parse(const struct view_cmd *c, int argc, char **argv, const struct opt
 	return 0;
 }
 
-int view_load(const char *path, struct profile *p)
+int view_load(const struct view_args *args, struct profile *p)
 {
 	struct hp_error err = {0};
-	if (pf_load(p, path, &err) < 0) {
+	if (pf_load(p, args->file, &err) < 0) {
 		view_error("%s", err.msg);
+		return -1;
+	}
+	if (pf_apply_style(p, args->names_only, args->short_templates) < 0) {
+		view_error("out of memory loading %s: free memory or view a smaller profile",
+			   args->file);
+		pf_free(p);
 		return -1;
 	}
 	if (p->warning[0])
 		view_error("warning: %s", p->warning);
+	return 0;
+}
+
+FILE *view_open_output(const char *path)
+{
+	if (!path || strcmp(path, "-") == 0)
+		return stdout;
+	FILE *f = fopen(path, "we");
+	if (!f)
+		view_error("cannot create %s: %s: check the directory and its permissions", path,
+			   strerror(errno));
+	return f;
+}
+
+int view_close_output(FILE *f, const char *path)
+{
+	if (f == stdout)
+		return 0;
+	if (ferror(f) | fclose(f)) {
+		view_error("cannot write %s: check the disk", path);
+		return VIEW_EXIT_ERROR;
+	}
 	return 0;
 }
 
@@ -135,4 +184,18 @@ const char *view_end_name(const struct profile *p)
 	default:
 		return "unknown";
 	}
+}
+
+int view_parse_type(const struct view_cmd *c, const char *arg, int *key)
+{
+	if (strcmp(arg, "allocations") == 0)
+		*key = CT_ALLOCS;
+	else if (strcmp(arg, "bytes") == 0)
+		*key = CT_BYTES;
+	else if (strcmp(arg, "live") == 0)
+		*key = CT_LIVE;
+	else
+		return view_usage_error(c, "--type wants allocations, bytes or live, not '%s'",
+					arg);
+	return 0;
 }

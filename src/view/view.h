@@ -27,12 +27,24 @@ struct view_cmd {
 
 extern const struct view_cmd view_cmd_overview;
 extern const struct view_cmd view_cmd_hotspots;
+extern const struct view_cmd view_cmd_timeline;
+extern const struct view_cmd view_cmd_histogram;
+extern const struct view_cmd view_cmd_filter;
+extern const struct view_cmd view_cmd_tree;
+extern const struct view_cmd view_cmd_leaks;
+extern const struct view_cmd view_cmd_growth;
+extern const struct view_cmd view_cmd_temporary;
+extern const struct view_cmd view_cmd_peak;
+extern const struct view_cmd view_cmd_flame;
+extern const struct view_cmd view_cmd_export;
 
 /* The commands, NULL-terminated (main.c). */
 extern const struct view_cmd *const view_cmds[];
 
 struct view_args {
 	int json;
+	int names_only;	     /* -j: function names without file:line */
+	int short_templates; /* -t: template argument lists as <…> */
 	const char *file;
 };
 
@@ -52,8 +64,17 @@ void view_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int view_usage_error(const struct view_cmd *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Loads args->file, printing the error or the warning; 0 or -1. */
-int view_load(const char *path, struct profile *p);
+/* Loads args->file with the display style of args, printing the error or the warning; 0 or
+ * -1. */
+int view_load(const struct view_args *args, struct profile *p);
+/* Opens path for writing ("-" or NULL: stdout); NULL after printing why. */
+FILE *view_open_output(const char *path);
+/* Closes what view_open_output returned; 0, or VIEW_EXIT_ERROR after printing why. */
+int view_close_output(FILE *f, const char *path);
+
+/* Parses a --type value (allocations, bytes, live) into a CT_* key of calltree.h; 0 or
+ * VIEW_EXIT_USAGE after saying why. */
+int view_parse_type(const struct view_cmd *c, const char *arg, int *key);
 
 const char *view_mode_name(const struct profile *p);
 const char *view_end_name(const struct profile *p);

@@ -263,7 +263,8 @@ static void test_model(void **state)
 	assert_int_equal(pf_live_bytes(&s->tot), 0);
 	assert_non_null(site_at(&p, A_OTHER));
 
-	assert_true(hp_is_allocator_function("operator new[](unsigned long, std::nothrow_t const&)"));
+	assert_true(
+	    hp_is_allocator_function("operator new[](unsigned long, std::nothrow_t const&)"));
 	assert_true(hp_is_allocator_function("operator delete(void*, unsigned long)"));
 	assert_true(hp_is_allocator_function("__libc_malloc"));
 	assert_true(hp_is_allocator_function("_int_malloc"));
@@ -434,7 +435,7 @@ static void test_errors(void **state)
 
 	assert_int_equal(view("frobnicate x"), 2);
 	assert_true(file_has(err, "unknown command 'frobnicate'"));
-	assert_true(file_has(err, "overview, hotspots"));
+	assert_true(file_has(err, "overview, timeline, histogram"));
 	assert_int_equal(view(""), 2);
 	snprintf(args, sizeof args, "hotspots --sort size %s", prof);
 	assert_int_equal(view(args), 2);
