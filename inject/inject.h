@@ -21,9 +21,15 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 		   int *pipe_fd, struct hp_error *err);
 
 /* Stops the payload (it writes its last round to the pipe if a reader still holds it),
- * waits until no thread executes payload code, unloads it and verifies that
- * /proc/PID/maps shows no heapprof mapping. 0 only when verified. */
+ * waits until no thread executes payload code, unloads it, removes the leftovers of a
+ * heapprof that died (hp_inject_leftovers) and verifies that /proc/PID/maps shows no
+ * heapprof mapping. 0 only when verified. */
 int hp_inject_unload(pid_t pid, struct hp_error *err);
+
+/* 1 if a heapprof that died left something else behind in pid (a trampoline of an
+ * unfinished call, the payload's memfd still open), 0 if not, -1 if /proc can't be read.
+ * hp_inject_unload removes these too; hp_inject_load refuses while there are any. */
+int hp_inject_leftovers(pid_t pid);
 
 /* 1 if /proc/PID/maps shows a heapprof mapping, 0 if not, -1 if maps can't be read. */
 int hp_payload_mapped(pid_t pid);

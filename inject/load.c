@@ -147,7 +147,7 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 		hp_error_set(err, "process %d does not exist (or exited): check the pid", (int)pid);
 		return -1;
 	}
-	if (mapped) {
+	if (mapped || hp_inject_leftovers(pid) > 0) {
 		hp_error_set(err,
 			     "a heapprof payload is already loaded in process %d: run "
 			     "heapprof-detach %d first",
@@ -163,6 +163,7 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	struct hp_thread t;
 	int r = hp_borrow_thread(pid, &t, err);
 	if (!r) {
+		t.syscall_insn = f.syscall_insn;
 		r = load_in_thread(&t, &f, &b, args, pipe_fd, err);
 		if (hp_thread_release(&t, err) && !r) {
 			close(*pipe_fd);

@@ -11,6 +11,7 @@ inject_libinject_a_SOURCES = \
 	inject/unwind.c inject/unwind.h \
 	inject/safepoint.c inject/safepoint.h \
 	inject/libcfn.c inject/libcfn.h \
+	inject/tramp.c inject/tramp.h \
 	inject/load.c inject/unload.c
 
 # What a program linking libinject.a adds to its LDADD.
@@ -30,3 +31,23 @@ tests_unit_test_inject_SOURCES = tests/unit/test-inject.c
 tests_unit_test_inject_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_inject_LDADD = $(HP_INJECT_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/unit/test-inject
+
+# The stress target and the fault/state tests (make check), and make check-stress (not part
+# of make check: hundreds of attach/detach cycles with faults, see docs/reliability.md).
+check_PROGRAMS += tests/stress/stress-target
+tests_stress_stress_target_SOURCES = tests/stress/stress-target.c
+tests_stress_stress_target_CFLAGS = $(HP_TARGET_CFLAGS)
+HP_FAULT_TESTS = \
+	tests/integration/test-fault-kill.sh \
+	tests/integration/test-fault-viewer.sh \
+	tests/integration/test-state-stopped.sh \
+	tests/integration/test-state-stress.sh
+TESTS += $(HP_FAULT_TESTS)
+EXTRA_DIST += $(HP_FAULT_TESTS) tests/stress/run-stress.sh tests/stress/lib-stress.sh \
+	docs/reliability.md
+
+HP_STRESS_CYCLES = 100
+check-stress: all $(check_PROGRAMS)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+	  bash $(top_srcdir)/tests/stress/run-stress.sh $(HP_STRESS_CYCLES)
+.PHONY: check-stress

@@ -13,9 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "inject/tramp.h"
+
 /* Large enough for every xsave layout known (AMX makes it ~11 KiB); the kernel shortens
  * iov_len to the real size and we restore exactly that many bytes. */
 #define XSTATE_MAX (64 * 1024)
+#define ERESTARTNOHAND_CODE 514
 
 static void block_caller_signals(struct hp_thread *t)
 {
@@ -39,6 +42,53 @@ static int wait_thread(pid_t tid, int *status)
 	}
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Polled, not signal driven: the callers block SIGCHLD for their own use. The delay grows
+ * from 10 us so the many syscall stops of a dlopen cost little. */
+int hp_wait_thread(pid_t tid, int *status, uint64_t timeout_ms)
+{
+	uint64_t deadline = mono_ns() + timeout_ms * 1000000u;
+	long delay_ns = 10000;
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+		if (r == tid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec d = {0, delay_ns};
+		nanosleep(&d, NULL);
+		if (delay_ns < 1000000)
+			delay_ns *= 2;
+	}
+}
+
+/* These syscalls fail with EINTR when their thread is merely stopped and resumed (see
+ * signal(7)), and our PTRACE_INTERRUPT is such a stop. When no signal of the target's own
+ * is involved, the EINTR is ours: mark the syscall restartable, so that it is issued again
+ * on release (with its original timeout, so a timed wait may last longer, never shorter). */
+static void unfail_interrupted(struct hp_thread *t)
+{
+	static const long calls[] = {SYS_epoll_wait,  SYS_epoll_pwait, SYS_epoll_pwait2,
+				     SYS_semop,	      SYS_semtimedop,  SYS_rt_sigtimedwait,
+				     SYS_io_getevents};
+	if (t->stop_sig || (int64_t)t->regs.rax != -EINTR)
+		return;
+	for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
+		if ((long)t->regs.orig_rax == calls[i]) {
+			t->regs.rax = (uint64_t)-ERESTARTNOHAND_CODE;
+			t->modified = 1;
+			return;
+		}
+}
+
 static int save_state(struct hp_thread *t)
 {
 	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &t->regs) < 0)
@@ -58,6 +108,7 @@ static int save_state(struct hp_thread *t)
 	if (t->mem_fd < 0)
 		return -errno;
 	t->scratch_top = t->regs.rsp;
+	unfail_interrupted(t);
 	return 0;
 }
 
@@ -96,7 +147,7 @@ int hp_thread_seize(pid_t pid, pid_t tid, struct hp_thread *t)
 	t->tid = tid;
 	t->mem_fd = -1;
 	block_caller_signals(t);
-	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) {
+	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)PTRACE_O_TRACESYSGOOD) < 0) {
 		int e = errno;
 		pthread_sigmask(SIG_SETMASK, &t->caller_mask, NULL);
 		return -e;
@@ -115,10 +166,46 @@ int hp_thread_seize(pid_t pid, pid_t tid, struct hp_thread *t)
 	return 0;
 }
 
+/* At the trampoline's syscall-entry stop, turn its syscall into munmap of the trampoline
+ * itself and run it to the syscall-exit stop; the thread does not return to user space
+ * before restore_state has pointed it away from the unmapped page. */
+static int unmap_tramp(struct hp_thread *t)
+{
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
+		return -errno;
+	r.orig_rax = SYS_munmap;
+	r.rdi = t->tramp;
+	r.rsi = t->tramp_len;
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
+		return -errno;
+	for (int stops = 0; stops < 8; stops++) {
+		int st;
+		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL) < 0)
+			return -errno;
+		int w = hp_wait_thread(t->tid, &st, 1000);
+		if (w)
+			return w;
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			t->dead = 1;
+			return -ESRCH;
+		}
+		if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {
+			t->at_tramp_stop = 0;
+			t->tramp = 0;
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+/* The registers are the resume registers (tramp.h): an interrupted syscall is issued again
+ * by the thread itself, whatever kind of stop it is released from. */
 static int restore_state(struct hp_thread *t)
 {
 	struct iovec iov = {t->xstate, t->xstate_len};
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &t->regs) < 0 ||
+	struct user_regs_struct r = hp_resume_regs(&t->regs);
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0 ||
 	    ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_X86_XSTATE, &iov) < 0 ||
 	    ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof t->sigmask, &t->sigmask) < 0)
 		return -errno;
@@ -128,8 +215,20 @@ static int restore_state(struct hp_thread *t)
 int hp_thread_release(struct hp_thread *t, struct hp_error *err)
 {
 	int ret = 0;
-	if (t->attached && !t->dead) {
-		if (t->modified && restore_state(t) < 0) {
+	if (t->attached && !t->dead && t->abandoned) {
+		/* Still inside the call: the trampoline restores the thread when it returns. */
+		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+	} else if (t->attached && !t->dead) {
+		if (t->tramp && t->at_tramp_stop && unmap_tramp(t) < 0 && !t->dead) {
+			hp_error_set(err,
+				     "could not unmap heapprof's trampoline in process %d; "
+				     "heapprof-detach %d removes it",
+				     (int)t->pid, (int)t->pid);
+			ret = -1;
+		}
+		if (t->dead) {
+			ret = -1;
+		} else if (t->modified && restore_state(t) < 0) {
 			hp_error_set(
 			    err,
 			    "could not restore thread %d of process %d (%s): the process may "
@@ -144,8 +243,10 @@ int hp_thread_release(struct hp_thread *t, struct hp_error *err)
 			sig = t->stop_sig;
 		} else if (t->stop_sig) {
 			/* Only a signal-delivery-stop can inject a signal on detach; queue it
-			 * again instead (its siginfo is lost, the signal is not). */
-			syscall(SYS_tgkill, t->pid, t->tid, t->stop_sig);
+			 * again instead, with its siginfo when the kernel lets us. */
+			if (syscall(SYS_rt_tgsigqueueinfo, t->pid, t->tid, t->stop_sig,
+				    &t->stop_info) < 0)
+				syscall(SYS_tgkill, t->pid, t->tid, t->stop_sig);
 		}
 		if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)sig) < 0 && errno != ESRCH) {
 			hp_error_set(err, "could not detach from thread %d of process %d (%s)",

@@ -35,7 +35,12 @@ struct hp_thread {
 	int modified;	    /* registers or mask differ from what was found */
 	int dead;	    /* the thread (or process) exited while held */
 	int attached;
-	uint64_t scratch_top; /* remote.c: lowest byte of target stack used so far */
+	uint64_t scratch_top;  /* remote.c: lowest byte of target stack used so far */
+	uint64_t syscall_insn; /* a syscall instruction to run raw syscalls at (caller sets) */
+	uint64_t tramp;	       /* the trampoline's base in the target; 0: none yet */
+	size_t tramp_len;
+	int at_tramp_stop; /* stopped at the trampoline's syscall-entry: a call returned */
+	int abandoned;	   /* a call outlived its timeout and finishes on its own */
 	sigset_t caller_mask;
 	struct timespec seized_at;
 };
@@ -52,6 +57,10 @@ int hp_thread_release(struct hp_thread *t, struct hp_error *err);
 
 /* Fills err with why seizing tid of pid failed with -code and what to do about it. */
 void hp_ptrace_explain(pid_t pid, pid_t tid, int code, struct hp_error *err);
+
+/* Waits up to timeout_ms for a ptrace stop or the end of thread tid: 0 and *status,
+ * -ETIMEDOUT, or -errno. */
+int hp_wait_thread(pid_t tid, int *status, uint64_t timeout_ms);
 
 /* 1 if /proc/PID still names a live process. */
 int hp_process_alive(pid_t pid);

@@ -3,12 +3,21 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "hpabi.h"
+#include "inject/tramp.h"
 
 #define RED_ZONE 128
 #define EFLAGS_DF 0x400
+#define HP_SLOW_CALL_MS 10000
+#define HP_CALL_MS 5000
 
 static uint64_t call_sigmask(void)
 {
@@ -51,14 +60,126 @@ int hp_remote_read_str(struct hp_thread *t, uint64_t addr, char *buf, size_t len
 	return 0;
 }
 
+/* How long a call may run before we stop waiting for it. Loading or unloading a library
+ * can wait on the target's own locks (the loader lock, an allocator's) for as long as the
+ * target holds them; the rest are short libc calls. */
+static uint64_t call_timeout_ms(const char *what)
+{
+	static const char *const slow[] = {"dlopen", "dlclose", HP_START_SYMBOL, HP_STOP_SYMBOL};
+	for (size_t i = 0; i < sizeof slow / sizeof *slow; i++)
+		if (!strcmp(what, slow[i]))
+			return HP_SLOW_CALL_MS;
+	return HP_CALL_MS;
+}
+
+/* Runs one raw syscall at t->syscall_insn, or at the thread's own syscall instruction when
+ * it was stopped in a syscall (the safepoint checked that rip - 2 is one), under
+ * PTRACE_SYSCALL up to its exit stop. Only used to map the trampoline: every call after it
+ * returns into the trampoline. */
+static int raw_syscall(struct hp_thread *t, uint64_t nr, const uint64_t a[6], uint64_t *ret,
+		       struct hp_error *err)
+{
+	uint64_t insn = (int64_t)t->regs.orig_rax >= 0 ? t->regs.rip - 2 : t->syscall_insn;
+	if (!insn) {
+		hp_error_set(err, "no syscall instruction known in process %d", (int)t->pid);
+		return -1;
+	}
+	struct user_regs_struct r = t->regs;
+	r.rip = insn;
+	r.rax = nr;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = a[0];
+	r.rsi = a[1];
+	r.rdx = a[2];
+	r.r10 = a[3];
+	r.r8 = a[4];
+	r.r9 = a[5];
+	uint64_t mask = call_sigmask();
+	t->modified = 1;
+	if (ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0 ||
+	    ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0) {
+		hp_error_set(err, "could not set up a syscall in thread %d (%s)", (int)t->tid,
+			     strerror(errno));
+		return -1;
+	}
+	t->at_signal_stop = 0;
+	long sig = 0;
+	for (int entered = 0;;) {
+		int st;
+		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)sig) < 0 ||
+		    hp_wait_thread(t->tid, &st, HP_CALL_MS) < 0) {
+			hp_error_set(err, "syscall %d did not complete in thread %d", (int)nr,
+				     (int)t->tid);
+			return -1;
+		}
+		sig = 0;
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			t->dead = 1;
+			hp_error_set(err, "process %d exited during a syscall", (int)t->pid);
+			return -1;
+		}
+		if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {
+			if (!entered) {
+				entered = 1;
+				continue;
+			}
+			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0) {
+				hp_error_set(err, "could not read thread %d (%s)", (int)t->tid,
+					     strerror(errno));
+				return -1;
+			}
+			*ret = r.rax;
+			return 0;
+		}
+		if (!(st >> 16))
+			sig = WSTOPSIG(st);
+	}
+}
+
+static int ensure_tramp(struct hp_thread *t, struct hp_error *err)
+{
+	if (t->tramp)
+		return 0;
+	size_t len = hp_tramp_size(t->xstate_len);
+	uint64_t a[6] = {0, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1,
+			 0};
+	uint64_t addr;
+	if (raw_syscall(t, SYS_mmap, a, &addr, err))
+		return -1;
+	if (addr > (uint64_t)-4096) {
+		hp_error_set(err, "mmap failed in process %d (%s): heapprof cannot load into it",
+			     (int)t->pid, strerror(-(int)addr));
+		return -1;
+	}
+	t->tramp = addr;
+	t->tramp_len = len;
+	void *img = malloc(len);
+	if (!img) {
+		hp_error_set(err, "out of memory");
+		return -1;
+	}
+	struct user_regs_struct resume = hp_resume_regs(&t->regs);
+	hp_tramp_build(img, &resume, t->sigmask, t->xstate, t->xstate_len);
+	ssize_t n = pwrite(t->mem_fd, img, len, (off_t)addr);
+	free(img);
+	if (n != (ssize_t)len) {
+		hp_error_set(err, "could not write heapprof's trampoline into process %d (%s)",
+			     (int)t->pid, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int prepare(struct hp_thread *t, uint64_t fn, const uint64_t *args, size_t nargs,
 		   struct hp_error *err, const char *what)
 {
+	if (ensure_tramp(t, err))
+		return -1;
 	uint64_t top = t->scratch_top == t->regs.rsp ? t->regs.rsp - RED_ZONE : t->scratch_top;
 	/* At function entry (rsp + 8) must be 16-aligned: rsp points at the return address. */
 	uint64_t sp = (top & ~(uint64_t)15) - 8;
-	uint64_t zero = 0;
-	if (pwrite(t->mem_fd, &zero, sizeof zero, (off_t)sp) != sizeof zero) {
+	uint64_t retaddr = hp_tramp_ret(t->tramp);
+	if (pwrite(t->mem_fd, &retaddr, sizeof retaddr, (off_t)sp) != sizeof retaddr) {
 		hp_error_set(err, "could not write to process %d's stack for %s (%s)", (int)t->pid,
 			     what, strerror(errno));
 		return -1;
@@ -70,8 +191,8 @@ static int prepare(struct hp_thread *t, uint64_t fn, const uint64_t *args, size_
 		*slots[i] = args[i];
 	r.rip = fn;
 	r.rsp = sp;
-	r.rax = 0; /* no vector registers used by a variadic callee */
-	r.orig_rax = (uint64_t)-1;
+	r.rax = 0;		   /* no vector registers used by a variadic callee */
+	r.orig_rax = (uint64_t)-1; /* at the trampoline's stop: skip its syscall */
 	r.eflags &= ~(uint64_t)EFLAGS_DF;
 	uint64_t mask = call_sigmask();
 	t->modified = 1;
@@ -81,6 +202,8 @@ static int prepare(struct hp_thread *t, uint64_t fn, const uint64_t *args, size_
 			     (int)t->tid, strerror(errno));
 		return -1;
 	}
+	t->at_tramp_stop = 0;
+	t->at_signal_stop = 0;
 	return 0;
 }
 
@@ -90,34 +213,89 @@ static int is_fault(int sig)
 	       sig == SIGTRAP || sig == SIGSYS;
 }
 
+/* The call outlived its timeout. It cannot be cut short (a dlopen stopped halfway leaves
+ * the loader's state half updated), and waiting forever would hold the thread stopped
+ * forever; so the thread is let go: it finishes the call by itself and the trampoline
+ * restores it. The payload may or may not end up loaded; heapprof-detach cleans up. */
+static void abandon(struct hp_thread *t, const char *what, uint64_t ms, struct hp_error *err)
+{
+	int st;
+	t->abandoned = 1;
+	if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) == 0)
+		hp_wait_thread(t->tid, &st, 1000);
+	hp_error_set(err,
+		     "%s did not return within %llu s in thread %d of process %d (it waits for "
+		     "a lock the process holds?): the thread finishes it on its own and then "
+		     "resumes where it was; run heapprof-detach %d afterwards to remove "
+		     "heapprof",
+		     what, (unsigned long long)(ms / 1000), (int)t->tid, (int)t->pid, (int)t->pid);
+}
+
+/* Fault injection for the tests (tests/integration/test-fault-*.sh, make check-stress):
+ * HEAPPROF_TEST_KILL_IN=NAME kills this process with SIGKILL while the thread runs the call
+ * to NAME, HEAPPROF_TEST_KILL_AFTER=NAME once that call has returned to the trampoline;
+ * the target must survive both. */
+static void fault_point(const char *var, const char *what)
+{
+	const char *v = getenv(var);
+	if (v && !strcmp(v, what))
+		kill(getpid(), SIGKILL);
+}
+
 int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uint64_t *args,
 		   size_t nargs, uint64_t *ret, struct hp_error *err)
 {
 	if (prepare(t, fn, args, nargs, err, what))
 		return -1;
+	uint64_t stop_ip = hp_tramp_stop_ip(t->tramp);
+	uint64_t timeout = call_timeout_ms(what);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	long sig = 0;
 	for (;;) {
-		if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)sig) < 0) {
+		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)sig) < 0) {
 			hp_error_set(err, "could not run %s in thread %d (%s)", what, (int)t->tid,
 				     strerror(errno));
 			return -1;
 		}
 		sig = 0;
+		fault_point("HEAPPROF_TEST_KILL_IN", what);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000 +
+				 (uint64_t)((now.tv_nsec - t0.tv_nsec) / 1000000);
 		int st;
-		pid_t r;
-		while ((r = waitpid(t->tid, &st, __WALL)) < 0 && errno == EINTR)
-			;
-		if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+		int w =
+		    spent >= timeout ? -ETIMEDOUT : hp_wait_thread(t->tid, &st, timeout - spent);
+		if (w == -ETIMEDOUT) {
+			abandon(t, what, timeout, err);
+			return -1;
+		}
+		if (w < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
 			t->dead = 1;
 			hp_error_set(err, "process %d exited during the call to %s", (int)t->pid,
 				     what);
 			return -1;
 		}
+		int s = WSTOPSIG(st);
+		if (s == (SIGTRAP | 0x80)) {
+			struct user_regs_struct regs;
+			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0) {
+				hp_error_set(err, "could not read thread %d after %s (%s)",
+					     (int)t->tid, what, strerror(errno));
+				return -1;
+			}
+			if (regs.rip == stop_ip && regs.orig_rax == SYS_rt_sigprocmask) {
+				t->at_tramp_stop = 1;
+				*ret = regs.r12;
+				fault_point("HEAPPROF_TEST_KILL_AFTER", what);
+				return 0;
+			}
+			continue; /* a syscall of the callee */
+		}
 		/* Event stops: the interrupt left pending by a signal-delivery-stop at seize,
 		 * or a group-stop; neither concerns our call. */
 		if (st >> 16)
 			continue;
-		int s = WSTOPSIG(st);
 		siginfo_t si;
 		if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0)
 			memset(&si, 0, sizeof si);
@@ -129,15 +307,7 @@ int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uin
 		}
 		t->at_signal_stop = 1;
 		struct user_regs_struct regs;
-		if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0) {
-			hp_error_set(err, "could not read thread %d after %s (%s)", (int)t->tid,
-				     what, strerror(errno));
-			return -1;
-		}
-		if (s == SIGSEGV && regs.rip == 0) {
-			*ret = regs.rax;
-			return 0;
-		}
+		ptrace(PTRACE_GETREGS, t->tid, NULL, &regs);
 		hp_error_set(err,
 			     "%s crashed in process %d (signal %d at %#llx); the thread was "
 			     "restored, but check that the process is healthy",

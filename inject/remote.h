@@ -2,13 +2,16 @@
  *
  * Contract: hp_remote_call runs fn(args...) in the thread held by t, from the registers it
  * was found with: arguments in rdi..r9, rsp below the 128-byte red zone and below every
- * byte pushed so far, 16-byte aligned at the call, return address 0, orig_rax = -1 (so an
- * interrupted syscall is not rewound into our call; the saved registers keep it and it
- * restarts on release), and all signals blocked except the synchronous fault signals:
- * the kernel resets the handler of a fault signal that arrives blocked, which would
- * silently drop the target's own SIGSEGV handler when our call returns to address 0.
- * The call is over at the SIGSEGV stop with rip == 0; its result is rax. The thread is
- * then left in that stop (hp_thread_release restores it). Any other outcome fills err.
+ * byte pushed so far, 16-byte aligned at the call, orig_rax = -1 (so an interrupted syscall
+ * is not rewound into our call; it is issued again on release), and all signals blocked
+ * except the synchronous fault signals (the kernel resets the handler of a fault signal
+ * that arrives blocked). The return address is the thread's trampoline (tramp.h), mapped
+ * by the first call with one raw mmap syscall: should we die at any point after that, the
+ * thread restores itself. The call runs under PTRACE_SYSCALL and is over at the
+ * trampoline's syscall-entry stop; its result is r12 there, and the thread is left in that
+ * stop (hp_thread_release restores it). A call still running after 10 s (dlopen, dlclose,
+ * heapprof_start/stop) or 5 s (the rest) is abandoned: the thread is let go to finish it
+ * and restore itself, and err says so. Any other outcome fills err too.
  * hp_remote_push copies bytes onto the thread's stack below the red zone and returns
  * their address; they stay valid until the thread is released.
  */

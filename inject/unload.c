@@ -2,21 +2,94 @@
 #define _GNU_SOURCE
 #include "inject/inject.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "inject/libcfn.h"
 #include "hppaths.h"
 #include "inject/maps.h"
 #include "inject/remote.h"
 #include "inject/safepoint.h"
+#include "inject/tramp.h"
 #include "inject/unwind.h"
 
 #define QUIESCE_MS 2000
 #define QUIESCE_DELAY_MS 10
+#define MAX_RANGES 16
+#define MAX_FDS 16
+
+/* What a heapprof that died mid-way can leave in the target besides the payload: the
+ * trampolines of calls it did not see return (tramp.h) and the memfd the payload is loaded
+ * from, if it died between memfd_create and close. */
+struct leftovers {
+	uint64_t ranges[MAX_RANGES][2]; /* the payload's first, then stale trampolines */
+	int nranges;
+	int ntramps;
+	int fds[MAX_FDS];
+	int nfds;
+};
+
+static int memfd_fds(pid_t pid, int *fds, int max)
+{
+	char name[64], link[256], target[64];
+	snprintf(name, sizeof name, "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(name);
+	if (!d)
+		return -1;
+	int n = 0;
+	size_t plen = strlen("/memfd:" HP_MEMFD_NAME " ");
+	struct dirent *de;
+	while (n < max && (de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(target, sizeof target, "/proc/%d/fd/%d", (int)pid, fd);
+		ssize_t l = readlink(target, link, sizeof link - 1);
+		if (l <= 0)
+			continue;
+		link[l] = '\0';
+		if (!strncmp(link, "/memfd:" HP_MEMFD_NAME " ", plen))
+			fds[n++] = fd;
+	}
+	closedir(d);
+	return n;
+}
+
+static int find_leftovers(pid_t pid, struct leftovers *lo)
+{
+	memset(lo, 0, sizeof *lo);
+	struct hp_module_range payload;
+	int m = hp_maps_find(pid, hp_is_payload_mapping, &payload);
+	if (m < 0)
+		return -1;
+	if (m) {
+		lo->ranges[0][0] = payload.lo;
+		lo->ranges[0][1] = payload.hi;
+		lo->nranges = 1;
+	}
+	int t = hp_tramp_find_stale(pid, lo->ranges + lo->nranges, MAX_RANGES - lo->nranges);
+	int f = memfd_fds(pid, lo->fds, MAX_FDS);
+	if (t < 0 || f < 0)
+		return -1;
+	lo->ntramps = t;
+	lo->nranges += t;
+	lo->nfds = f;
+	return 0;
+}
+
+int hp_inject_leftovers(pid_t pid)
+{
+	struct leftovers lo;
+	if (find_leftovers(pid, &lo) < 0)
+		return -1;
+	return lo.ntramps + lo.nfds > 0;
+}
 
 int hp_payload_mapped(pid_t pid)
 {
@@ -33,6 +106,7 @@ static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle
 	struct hp_thread t;
 	if (hp_borrow_thread(pid, &t, err))
 		return -1;
+	t.syscall_insn = f->syscall_insn;
 	char msg[256];
 	uint64_t stop = 0, rc = 0;
 	int r = hp_call_dlopen(&t, f, HP_PAYLOAD_SONAME, RTLD_NOW | RTLD_NOLOAD, handle, msg,
@@ -68,23 +142,25 @@ static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle
 }
 
 struct busy_check {
-	uint64_t lo, hi;
+	const struct leftovers *lo;
 	int busy;
 };
 
-/* libunwind cannot read the memfd payload's unwind info, so the walk stops at the first
- * payload frame: that frame already answers the question. */
+/* libunwind cannot read the memfd payload's unwind info (nor a trampoline's), so the walk
+ * stops at the first such frame: that frame already answers the question. */
 static int frame_in_payload(void *ctx, uint64_t ip, const char *name)
 {
 	(void)name;
 	struct busy_check *c = ctx;
-	if (ip >= c->lo && ip < c->hi)
-		c->busy = 1;
+	for (int i = 0; i < c->lo->nranges; i++)
+		if (ip >= c->lo->ranges[i][0] && ip < c->lo->ranges[i][1])
+			c->busy = 1;
 	return c->busy;
 }
 
-/* 1 if some thread runs payload code or has it on its stack, 0 if none, -1 on error. */
-static int payload_busy(pid_t pid, const struct hp_module_range *payload, struct hp_error *err)
+/* 1 if some thread runs payload or trampoline code or has it on its stack, 0 if none, -1
+ * on error. */
+static int payload_busy(pid_t pid, const struct leftovers *lo, struct hp_error *err)
 {
 	pid_t *tids;
 	int n = hp_list_threads(pid, &tids);
@@ -103,7 +179,7 @@ static int payload_busy(pid_t pid, const struct hp_module_range *payload, struct
 			free(tids);
 			return -1;
 		}
-		struct busy_check c = {payload->lo, payload->hi, 0};
+		struct busy_check c = {lo, 0};
 		hp_unwind(t.tid, 0, frame_in_payload, &c);
 		busy = c.busy;
 		if (hp_thread_release(&t, err)) {
@@ -115,14 +191,12 @@ static int payload_busy(pid_t pid, const struct hp_module_range *payload, struct
 	return busy;
 }
 
-static int wait_quiescent(pid_t pid, struct hp_error *err)
+static int wait_quiescent(pid_t pid, const struct leftovers *lo, struct hp_error *err)
 {
-	struct hp_module_range payload;
-	int m = hp_maps_find(pid, hp_is_payload_mapping, &payload);
-	if (m <= 0)
-		return m < 0 ? -1 : 0;
+	if (!lo->nranges)
+		return 0;
 	for (int waited = 0; waited < QUIESCE_MS; waited += QUIESCE_DELAY_MS) {
-		int b = payload_busy(pid, &payload, err);
+		int b = payload_busy(pid, lo, err);
 		if (b <= 0)
 			return b;
 		struct timespec d = {0, QUIESCE_DELAY_MS * 1000000L};
@@ -135,13 +209,21 @@ static int wait_quiescent(pid_t pid, struct hp_error *err)
 	return -1;
 }
 
+/* Drops the attach's reference (handle 0: the payload was not loaded) and removes the
+ * leftovers, all in one borrowed thread. */
 static int release_attach_ref(pid_t pid, const struct hp_libc_fns *f, uint64_t handle,
-			      struct hp_error *err)
+			      const struct leftovers *lo, struct hp_error *err)
 {
 	struct hp_thread t;
 	if (hp_borrow_thread(pid, &t, err))
 		return -1;
-	int r = hp_call_dlclose(&t, f, handle, err);
+	t.syscall_insn = f->syscall_insn;
+	int r = handle ? hp_call_dlclose(&t, f, handle, err) : 0;
+	for (int i = 0; !r && i < lo->nfds; i++)
+		r = hp_call_close(&t, f, lo->fds[i], err);
+	for (int i = lo->nranges - lo->ntramps; !r && i < lo->nranges; i++)
+		r = hp_call_munmap(&t, f, lo->ranges[i][0], lo->ranges[i][1] - lo->ranges[i][0],
+				   err);
 	if (hp_thread_release(&t, err))
 		r = -1;
 	return r;
@@ -149,17 +231,18 @@ static int release_attach_ref(pid_t pid, const struct hp_libc_fns *f, uint64_t h
 
 int hp_inject_unload(pid_t pid, struct hp_error *err)
 {
-	int m = hp_payload_mapped(pid);
-	if (m < 0) {
+	struct leftovers lo;
+	if (find_leftovers(pid, &lo) < 0) {
 		hp_error_set(err, "process %d does not exist (or exited): check the pid", (int)pid);
 		return -1;
 	}
-	if (!m)
+	int m = lo.nranges > lo.ntramps;
+	if (!m && !lo.ntramps && !lo.nfds)
 		return 0;
 	struct hp_libc_fns f;
 	uint64_t handle = 0;
-	if (hp_libc_resolve(pid, &f, err) || stop_payload(pid, &f, &handle, err) ||
-	    wait_quiescent(pid, err) || release_attach_ref(pid, &f, handle, err))
+	if (hp_libc_resolve(pid, &f, err) || (m && stop_payload(pid, &f, &handle, err)) ||
+	    wait_quiescent(pid, &lo, err) || release_attach_ref(pid, &f, handle, &lo, err))
 		return -1;
 	m = hp_payload_mapped(pid);
 	if (m != 0) {

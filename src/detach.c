@@ -2,7 +2,9 @@
  *
  * A live heapprof-attach is asked to detach (SIGTERM), so it also finishes the profile
  * file; only when none is running (it was killed) does this command unload the payload
- * itself. Success means /proc/PID/maps shows no heapprof mapping.
+ * itself, together with whatever else a killed heapprof-attach left (a trampoline, the
+ * payload's memfd: hp_inject_leftovers). Success means /proc/PID/maps shows no heapprof
+ * mapping.
  */
 #include "config.h"
 
@@ -186,6 +188,8 @@ int main(int argc, char **argv)
 		if (stop_attach(pid, &info, &sigs) < 0)
 			return HP_EXIT_FAIL;
 		int mapped = hp_payload_mapped(pid);
+		if (mapped == 0 && hp_inject_leftovers(pid) > 0)
+			mapped = 1;
 		if (mapped == 0 || !hp_target_alive(pid, start)) {
 			fprintf(stderr,
 				PROG ": %d (%s) is detached; heapprof-attach wrote the profile to "
@@ -210,6 +214,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return HP_EXIT_FAIL;
 	}
+	/* A heapprof-attach killed mid-way may have left only a trampoline or the memfd. */
+	if (mapped == 0 && hp_inject_leftovers(pid) > 0)
+		mapped = 1;
 	if (mapped == 0) {
 		fprintf(stderr, PROG ": process %d is not being profiled\n", (int)pid);
 		return HP_EXIT_FAIL;

@@ -222,6 +222,15 @@ int hp_target_check_traceable(pid_t pid, struct hp_error *err)
 			     (int)pid, comm);
 		return -1;
 	}
+	if (st.state == 'T' || st.state == 't') {
+		hp_error_set(err,
+			     "process %d (%s) is stopped (%s): heapprof leaves it so; resume it "
+			     "with 'kill -CONT %d' and try again",
+			     (int)pid, comm,
+			     st.state == 'T' ? "job control, e.g. Ctrl-Z" : "by a debugger",
+			     (int)pid);
+		return -1;
+	}
 	if (st.flags & PF_KTHREAD_FLAG) {
 		hp_error_set(err,
 			     "process %d (%s) is a kernel thread: only user programs can be "

@@ -13,7 +13,8 @@
 
 #include "hperror.h"
 
-/* 0 when pid exists (not a zombie), we may ptrace it and nobody traces it yet. */
+/* 0 when pid exists (not a zombie, not stopped), we may ptrace it and nobody traces it
+ * yet. A stopped process is refused, not resumed: stopping it was someone's decision. */
 int hp_target_check_traceable(pid_t pid, struct hp_error *err);
 
 /* hp_target_check_traceable, plus: not profiled already (no live session, no heapprof
