@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* From libstdc++ (linked in); declared here so this file stays C. */
@@ -88,7 +89,14 @@ static int open_target_file(const struct hp_symbolizer *s, const char *path, cha
 		return -1; /* "linux-vdso.so.1" and other names that are no file */
 	if (n < 0 || (size_t)n >= len)
 		return -1;
-	return open(buf, O_RDONLY | O_CLOEXEC);
+	/* The path comes from the untrusted stream: a FIFO or a device must not block us. */
+	int fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* Opens the module's file and its debug info now, while the target still maps it. */

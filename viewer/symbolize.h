@@ -17,7 +17,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define HP_SYM_MAX_FRAMES 32 /* deepest inline chain reported for one address */
+#include "hpformat.h"
+
+#define HP_SYM_MAX_FRAMES HP_MAX_INLINE /* deepest inline chain reported for one address */
 
 struct hp_sym_frame {
 	char *function; /* demangled; NULL if unknown */

@@ -63,11 +63,11 @@ enum hp_mode {
 
 /* HELLO: first record of a stream. */
 struct hp_hello {
-	uint32_t pid;           /* target pid as the target sees it */
-	uint32_t mode;          /* enum hp_mode */
-	uint32_t interval_ms;   /* round length */
-	uint32_t max_depth;     /* frames captured per stack */
-	uint64_t sample_rate;   /* mean bytes between sampled allocations; 0 = every one */
+	uint32_t pid;		/* target pid as the target sees it */
+	uint32_t mode;		/* enum hp_mode */
+	uint32_t interval_ms;	/* round length */
+	uint32_t max_depth;	/* frames captured per stack */
+	uint64_t sample_rate;	/* mean bytes between sampled allocations; 0 = every one */
 	uint64_t start_mono_ns; /* CLOCK_MONOTONIC at attach, in the target */
 	uint64_t start_real_ns; /* CLOCK_REALTIME at attach */
 };
@@ -78,11 +78,11 @@ enum hp_module_flags {
 
 /* MODULE: a loaded ELF object. Followed by path[path_len] and build_id[build_id_len]. */
 struct hp_module {
-	uint32_t id;     /* small integer, unique within the stream */
-	uint32_t flags;  /* enum hp_module_flags */
-	uint64_t bias;   /* load bias (dlpi_addr) */
-	uint64_t start;  /* lowest mapped address of its PT_LOAD segments */
-	uint64_t end;    /* one past the highest */
+	uint32_t id;	/* small integer, unique within the stream */
+	uint32_t flags; /* enum hp_module_flags */
+	uint64_t bias;	/* load bias (dlpi_addr) */
+	uint64_t start; /* lowest mapped address of its PT_LOAD segments */
+	uint64_t end;	/* one past the highest */
 	uint16_t path_len;
 	uint16_t build_id_len;
 	uint32_t reserved;
@@ -123,10 +123,10 @@ enum hp_size_key {
 struct hp_site_delta {
 	uint32_t stack_id;
 	uint32_t size_kind;   /* enum hp_size_key */
-	uint64_t size;        /* the size key */
+	uint64_t size;	      /* the size key */
 	uint64_t allocs;      /* allocations made at this stack */
 	uint64_t alloc_bytes; /* bytes requested by them */
-	uint64_t frees;       /* frees of blocks allocated at this stack (since attach) */
+	uint64_t frees;	      /* frees of blocks allocated at this stack (since attach) */
 	uint64_t freed_bytes; /* their bytes */
 	uint64_t temp_frees;  /* of those frees, the blocks that lived < HP_TEMPORARY_MS */
 };
@@ -149,21 +149,25 @@ struct hp_live_site {
 };
 
 /* ROUND: closes a round. Totals are cumulative since attach and always exact. In basic
- * and extended modes there is no live map: frees are counted by the allocator's usable
- * size (malloc_usable_size) of the block, so live_bytes counts usable bytes there. */
+ * and extended modes there is no live map: every free is counted, by the allocator's
+ * usable size (malloc_usable_size) of the block, so live_bytes counts usable bytes there
+ * and the SITES frees of extended mode go to the (0, HP_SIZE_NONE) entry, since a free's
+ * requested size is unknown. Under sampling a free that misses the live map is either an
+ * unsampled block (counted in frees) or one from before attach: untracked_frees is then
+ * an estimate of the latter. */
 struct hp_round {
-	uint32_t seq;     /* 1, 2, ... */
-	uint32_t flags;   /* enum hp_round_flags */
+	uint32_t seq;	  /* 1, 2, ... */
+	uint32_t flags;	  /* enum hp_round_flags */
 	uint64_t time_ns; /* since start_mono_ns */
 	uint64_t rss_bytes;
 	uint64_t allocs;
 	uint64_t alloc_bytes;
-	uint64_t frees;       /* frees of blocks allocated since attach */
-	uint64_t freed_bytes; /* their bytes */
+	uint64_t frees;		  /* frees of blocks allocated since attach */
+	uint64_t freed_bytes;	  /* their bytes */
 	uint64_t untracked_frees; /* frees of blocks allocated before attach: no site's numbers */
 	uint64_t live_blocks;
 	uint64_t live_bytes;
-	uint64_t lost; /* events that could not be attributed (a bound was reached) */
+	uint64_t lost;		/* events that could not be attributed (a bound was reached) */
 	uint64_t payload_bytes; /* memory the payload holds */
 };
 
@@ -200,9 +204,11 @@ struct hp_session {
 /* SYMBOL (viewer): what one frame address resolved to. Followed by nframes entries, the
  * innermost inlined function first and the real function last, each a struct
  * hp_symbol_frame followed by function[func_len] and file[file_len]. nframes == 0 means
- * unresolved: show it as module+offset. */
+ * unresolved: show it as module+offset; more than HP_MAX_INLINE makes the record malformed,
+ * which bounds the depth of every call tree built from a profile. */
+#define HP_MAX_INLINE 32
 struct hp_symbol {
-	uint64_t addr;      /* as it appears in STACK frames (a return address) */
+	uint64_t addr;	    /* as it appears in STACK frames (a return address) */
 	uint32_t module_id; /* 0 if the address lies in no known module */
 	uint32_t nframes;
 };

@@ -61,11 +61,13 @@ int hp_read_record(struct hp_reader *r, uint32_t *type, const uint8_t **body, ui
 		return -1;
 	}
 	if (h.len > HP_REC_MAX) {
-		snprintf(r->err, sizeof r->err, "record of %u bytes at offset %llu exceeds the limit",
-			 h.len, (unsigned long long)r->offset);
+		snprintf(r->err, sizeof r->err,
+			 "record of %u bytes at offset %llu exceeds the limit", h.len,
+			 (unsigned long long)r->offset);
 		return -1;
 	}
-	if (h.len > r->cap) {
+	/* An empty first record still needs a buffer: callers read its body pointer. */
+	if (h.len > r->cap || !r->buf) {
 		size_t cap = r->cap ? r->cap : 4096;
 		while (cap < h.len)
 			cap *= 2;
