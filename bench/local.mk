@@ -44,3 +44,20 @@ bench_microbench_LDADD = $(BENCH_LIBS)
 
 .PHONY: bench-programs
 bench-programs: $(BENCH_PROGS:=$(EXEEXT))
+
+# The probe of the longest stop at attach and detach, and `make bench`, which runs the whole
+# suite (bench/run-bench.sh, bench/redis-bench.sh; docs/performance.md explains the table).
+# Not part of `make check`: it takes minutes and wants the machine to itself.
+BENCH_TOOLS = bench/stop-probe
+EXTRA_PROGRAMS += $(BENCH_TOOLS)
+CLEANFILES += $(BENCH_TOOLS) bench-results.md
+bench_stop_probe_SOURCES = bench/stop-probe.c
+bench_stop_probe_CFLAGS = $(BENCH_CFLAGS)
+EXTRA_DIST += bench/run-bench.sh bench/redis-bench.sh bench/bench-lib.sh docs/performance.md
+
+.PHONY: bench
+bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
+	BENCH_SECONDS="$(BENCH_SECONDS)" BENCH_THREADS="$(BENCH_THREADS)" \
+	BENCH_PROGRAMS="$(BENCH_PROGRAMS)" BENCH_PROBE_THREADS="$(BENCH_PROBE_THREADS)" \
+	BENCH_STOP_CYCLES="$(BENCH_STOP_CYCLES)" REDIS_REQUESTS="$(REDIS_REQUESTS)" \
+	bash $(srcdir)/bench/run-bench.sh $(abs_top_builddir) $(abs_top_builddir)/bench-results.md

@@ -1,0 +1,209 @@
+# shellcheck shell=bash
+# bench-lib.sh - helpers shared by run-bench.sh and redis-bench.sh (sourced, not run).
+#
+# Contract: the sourcing script sets bench_me (its name for messages) and, before calling the
+# helpers that run heapprof's commands, bench_attach and bench_view (their paths). bench_spawn starts a
+# background process and remembers it; bench_cleanup (installed as the EXIT trap) stops
+# every remembered process still alive, newest first, so a profiler detaches before its
+# target goes, and removes $bench_tmp. Every wait has a deadline. Numbers are formatted
+# with awk, so no helper needs anything beyond coreutils.
+
+set -u
+# shellcheck disable=SC2154 # set by the sourcing script, as the contract says
+: "${bench_me:?}"
+
+bench_pids=()
+bench_tmp=$(mktemp -d "${TMPDIR:-/tmp}/heapprof-$bench_me.XXXXXX") || {
+	echo "$bench_me: cannot create a temporary directory" >&2
+	exit 1
+}
+
+bench_log()
+{
+	echo "$bench_me: $*" >&2
+}
+
+# Alive and not a zombie.
+bench_alive()
+{
+	local state
+
+	state=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ "$state" != Z ]
+}
+
+# bench_stop PID: SIGTERM, up to 5 s of grace, then SIGKILL; reaps it.
+bench_stop()
+{
+	local n=0
+
+	if bench_alive "$1"; then
+		kill -TERM "$1" 2>/dev/null
+		while bench_alive "$1" && ((n++ < 50)); do
+			sleep 0.1
+		done
+		kill -KILL "$1" 2>/dev/null
+	fi
+	wait "$1" 2>/dev/null
+}
+
+bench_cleanup()
+{
+	local i
+
+	for ((i = ${#bench_pids[@]} - 1; i >= 0; i--)); do
+		bench_stop "${bench_pids[i]}"
+	done
+	rm -rf "$bench_tmp"
+}
+trap 'status=$?; bench_cleanup; exit $status' EXIT
+trap 'exit 1' INT TERM HUP
+
+# bench_spawn OUT ERR CMD... : CMD in the background with stdout in OUT and stderr in ERR,
+# stdin from /dev/null; sets bench_pid.
+bench_spawn()
+{
+	local out=$1 err=$2
+
+	shift 2
+	"$@" >"$out" 2>"$err" </dev/null &
+	bench_pid=$!
+	bench_pids+=("$bench_pid")
+}
+
+# bench_wait_line FILE REGEX SECONDS: until a line of FILE matches the extended REGEX.
+bench_wait_line()
+{
+	local n=0 limit=$(($3 * 100))
+
+	until grep -q -E -- "$2" "$1" 2>/dev/null; do
+		((n++ < limit)) || return 1
+		sleep 0.01
+	done
+}
+
+# bench_forget PID: PID is reaped; cleanup must not signal whatever reuses the number.
+bench_forget()
+{
+	local i
+
+	for i in "${!bench_pids[@]}"; do
+		[ "${bench_pids[i]}" = "$1" ] && unset "bench_pids[i]"
+	done
+	bench_pids=("${bench_pids[@]}")
+}
+
+# bench_wait_exit PID SECONDS: waits for PID to end and returns its exit status; after
+# SECONDS it is stopped (bench_stop) and the status is 124, as timeout(1) says.
+bench_wait_exit()
+{
+	local n=0 limit=$(($2 * 10)) status
+
+	while bench_alive "$1"; do
+		if ((n++ >= limit)); then
+			bench_log "process $1 still runs after $2 s; stopping it"
+			bench_stop "$1"
+			bench_forget "$1"
+			return 124
+		fi
+		sleep 0.1
+	done
+	wait "$1"
+	status=$?
+	bench_forget "$1"
+	return $status
+}
+
+# bench_install PKG... : installs missing Debian packages when run as root; nonzero when a
+# package is still missing afterwards (not root, no apt-get, or the install failed).
+bench_install()
+{
+	local p missing=
+
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+		bench_log "missing:$missing (run as root to have it installed)"
+		return 1
+	fi
+	bench_log "installing$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	# shellcheck disable=SC2086 # one word per package
+	apt-get install -y -qq --no-install-recommends $missing >"$bench_tmp/apt.log" 2>&1 || {
+		apt-get update -qq >>"$bench_tmp/apt.log" 2>&1 &&
+			apt-get install -y -qq --no-install-recommends $missing \
+				>>"$bench_tmp/apt.log" 2>&1
+	} || {
+		bench_log "could not install$missing: $(tail -n 1 "$bench_tmp/apt.log")"
+		return 1
+	}
+}
+
+# bench_ops FILE: the throughput of a benchmark program's final line.
+bench_ops()
+{
+	sed -n 's/^ops_per_s=\([0-9.]*\) .*/\1/p' "$1" | tail -n 1
+}
+
+# bench_ratio A B: A / B to two decimals with an "x", or "n/a" when either is missing or 0.
+bench_ratio()
+{
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2fx\n", a / b }'
+}
+
+# bench_percent A B: A / B as a percentage, or "n/a".
+bench_percent()
+{
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.1f%%\n", 100 * a / b }'
+}
+
+# bench_bytes N: N bytes in B, KB, MB or GB (powers of 1024), or "n/a" when empty.
+bench_bytes()
+{
+	awk -v n="$1" 'BEGIN {
+		if (n == "") { print "n/a"; exit }
+		split("B KB MB GB", u, " "); i = 1
+		while (n >= 1024 && i < 4) { n /= 1024; i++ }
+		printf(i == 1 ? "%d %s\n" : "%.1f %s\n", n, u[i]) }'
+}
+
+# bench_rate X: an operation rate with k or M.
+bench_rate()
+{
+	awk -v x="$1" 'BEGIN {
+		if (x == "") print "n/a"
+		else if (x >= 1e6) printf "%.2f M\n", x / 1e6
+		else if (x >= 1e3) printf "%.1f k\n", x / 1e3
+		else printf "%.1f\n", x }'
+}
+
+# bench_geomean X... : the geometric mean of the ratios ("1.23x" or plain numbers) given,
+# ignoring "n/a" and failures; "n/a" when none is left.
+bench_geomean()
+{
+	printf '%s\n' "$@" | awk '{ sub(/x$/, "") } $0 ~ /^[0-9.]+$/ && $0 + 0 > 0 {
+		s += log($0); n++ } END { if (n) printf "%.2fx (%d programs)\n", exp(s / n), n
+		else print "n/a" }'
+}
+
+# bench_profile_field FILE KEY: a number from `heapprof-view overview --json FILE`, or
+# nothing. Needs $bench_view.
+bench_profile_field()
+{
+	# shellcheck disable=SC2154 # set by the sourcing script
+	"$bench_view" overview --json "$1" 2>/dev/null |
+		sed -n "s/^ *\"$2\": *\([0-9][0-9]*\).*/\1/p" | head -n 1
+}
+
+# bench_attach_supports OPTION: heapprof-attach lists OPTION in its --help. Needs
+# $bench_attach.
+bench_attach_supports()
+{
+	# shellcheck disable=SC2154 # set by the sourcing script
+	"$bench_attach" --help 2>&1 | grep -q -- "$1"
+}

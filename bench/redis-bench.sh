@@ -1,0 +1,179 @@
+#!/bin/bash
+# redis-bench.sh - a real server under heapprof: redis-server driven by redis-benchmark -P 16,
+# unprofiled, then attached in full mode, then sampled (when heapprof-attach offers
+# --sample-rate). Run by run-bench.sh (`make bench`).
+#
+# Usage: redis-bench.sh BUILDDIR
+# Prints a Markdown section on stdout, progress on stderr. REDIS_REQUESTS (default 500000)
+# is the request count of each test. redis-server listens on 127.0.0.1 only, on a free high
+# port, saves nothing, and is stopped at the end whatever happens. redis-server and
+# redis-tools are installed when missing and run as root; otherwise the section says
+# "skipped" and the script exits 0.
+bench_me=redis-bench
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/bench-lib.sh
+. "$here/bench-lib.sh"
+
+if [ $# != 1 ]; then
+	echo "usage: $0 BUILDDIR" >&2
+	exit 2
+fi
+build=$(cd "$1" && pwd) || exit 2
+bench_attach=$build/src/heapprof-attach
+bench_detach=$build/src/heapprof-detach
+bench_view=$build/src/heapprof-view
+requests=${REDIS_REQUESTS:-500000}
+tests=set,get,lpush,lpop
+sample_rate=524288
+
+echo "### redis-server"
+echo
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+	bench_install redis-server redis-tools || {
+		echo "skipped: redis-server and redis-tools are not installed."
+		exit 0
+	}
+fi
+
+# A free port above 20000 on the loopback; the server fails to start if another process
+# takes it meanwhile, which the ping below reports.
+port=
+for _ in $(seq 20); do
+	p=$((20000 + RANDOM % 40000))
+	if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]; then
+		port=$p
+		break
+	fi
+done
+[ -n "$port" ] || {
+	bench_log "no free port found"
+	exit 1
+}
+
+bench_spawn "$bench_tmp/redis.out" "$bench_tmp/redis.err" redis-server --bind 127.0.0.1 \
+	--port "$port" --save '' --appendonly no --dir "$bench_tmp" --daemonize no \
+	--protected-mode yes --logfile "$bench_tmp/redis.log"
+redis_pid=$bench_pid
+n=0
+until [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; do
+	if ((n++ > 100)) || ! bench_alive "$redis_pid"; then
+		bench_log "redis-server did not start: $(tail -n 3 "$bench_tmp/redis.log")"
+		exit 1
+	fi
+	sleep 0.1
+done
+
+# run_benchmark LABEL: one redis-benchmark pass; writes "TEST rps" lines to $bench_tmp/LABEL.
+run_benchmark()
+{
+	redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -t "$tests" -n "$requests" -q \
+		</dev/null 2>"$bench_tmp/$1.err" | tr '\r' '\n' |
+		sed -n 's/^\([A-Z_]*\).*: \([0-9.]*\) requests per second.*/\1 \2/p' \
+			>"$bench_tmp/$1"
+	[ -s "$bench_tmp/$1" ] || {
+		bench_log "redis-benchmark ($1) printed no result: $(tail -n 2 "$bench_tmp/$1.err")"
+		return 1
+	}
+}
+
+# run_attached LABEL OPTS: the benchmark with heapprof attached (OPTS are heapprof-attach's
+# mode options); adds the profile's numbers to $bench_tmp/LABEL.profile.
+run_attached()
+{
+	local apid
+
+	# shellcheck disable=SC2086 # opts is a list of words
+	bench_spawn "$bench_tmp/$1.att" "$bench_tmp/$1.att.err" "$bench_attach" --batch $2 \
+		--output "$bench_tmp/$1.hpf" "$redis_pid"
+	apid=$bench_pid
+	if ! bench_wait_line "$bench_tmp/$1.att.err" 'attached to' 30; then
+		bench_log "heapprof-attach failed: $(tail -n 2 "$bench_tmp/$1.att.err")"
+		bench_wait_exit "$apid" 10
+		return 1
+	fi
+	run_benchmark "$1"
+	"$bench_detach" "$redis_pid" >/dev/null 2>"$bench_tmp/$1.det.err" ||
+		bench_log "heapprof-detach failed: $(tail -n 2 "$bench_tmp/$1.det.err")"
+	bench_wait_exit "$apid" 30 || return 1
+	{
+		echo "size $(stat -c %s "$bench_tmp/$1.hpf")"
+		echo "payload $(bench_profile_field "$bench_tmp/$1.hpf" payload_bytes)"
+		echo "allocations $(bench_profile_field "$bench_tmp/$1.hpf" allocations)"
+	} >"$bench_tmp/$1.profile"
+}
+
+# rps LABEL TEST: the requests/s of TEST in pass LABEL ("total": requests over the summed
+# time of every test). "plain" is the better of the unprofiled passes before and after the
+# profiled ones, so a busy moment of the machine does not flatter the profiled numbers.
+rps()
+{
+	local v
+
+	if [ "$1" = plain ]; then
+		v=$(rps plain1 "$2")
+		bench_max "$v" "$(rps plain2 "$2")"
+		return
+	fi
+	[ -s "$bench_tmp/$1" ] || return 0
+	if [ "$2" = total ]; then
+		awk '$2 > 0 { t += 1 / $2; n++ } END { if (n) printf "%.0f\n", n / t }' \
+			"$bench_tmp/$1"
+	else
+		awk -v t="$2" '$1 == t { print $2 }' "$bench_tmp/$1"
+	fi
+}
+
+# bench_max A B: the larger number, ignoring an empty one.
+bench_max()
+{
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || (b != "" && b + 0 > a + 0)) a = b
+		if (a != "") print a }'
+}
+
+profile_field()
+{
+	[ -s "$bench_tmp/$1.profile" ] || return 0
+	awk -v k="$2" '$1 == k { print $2 }' "$bench_tmp/$1.profile"
+}
+
+labels=(plain full)
+bench_log "redis-server on 127.0.0.1:$port, $requests requests per test: warm-up, unprofiled"
+run_benchmark warmup || exit 1
+run_benchmark plain1 || exit 1
+bench_log "redis: attached, full mode"
+run_attached full "" || true
+if bench_attach_supports --sample-rate; then
+	labels+=(sampled)
+	bench_log "redis: attached, sampled mode"
+	run_attached sampled "--sample-rate $sample_rate" || true
+fi
+bench_log "redis: unprofiled again"
+run_benchmark plain2 || true
+
+echo "redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')," \
+	"redis-benchmark -P 16 -t $tests -n $requests; requests/s (unprofiled: the better of a" \
+	"pass before and one after the profiled ones), and the share kept attached:"
+echo
+header="| test | unprofiled |"
+rule="|---|--:|"
+for l in "${labels[@]:1}"; do
+	header="$header $l | kept |"
+	rule="$rule--:|--:|"
+done
+echo "$header"
+echo "$rule"
+for t in $(awk '{ print $1 }' "$bench_tmp/plain1") total; do
+	base=$(rps plain "$t")
+	line="| $t | $(bench_rate "$base") |"
+	for l in "${labels[@]:1}"; do
+		v=$(rps "$l" "$t")
+		line="$line $(bench_rate "$v") | $(bench_percent "$v" "$base") |"
+	done
+	echo "$line"
+done
+echo
+for l in "${labels[@]:1}"; do
+	echo "- $l: profile $(bench_bytes "$(profile_field "$l" size)"), payload memory" \
+		"$(bench_bytes "$(profile_field "$l" payload)"), $(profile_field "$l" allocations)" \
+		"allocations recorded."
+done
