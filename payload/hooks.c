@@ -166,10 +166,10 @@ static void record_alloc(struct hp_thread *t, void *p, size_t n)
 		return;
 	}
 	uint64_t rate = rate_now(), w = HP_FX_ONE;
+	if (rate && !hp_sample_hit(t, n, rate))
+		return;
 	struct hp_live_val old, v = {.size = n, .birth_ms = hp_now_ms()};
 	if (rate) {
-		if (!hp_sample_hit(t, n, rate))
-			return;
 		w = hp_weight_fx(n, rate);
 		v.size |= HP_LIVE_SAMPLED;
 	}
@@ -202,7 +202,7 @@ static void record_free(struct hp_thread *t, void *p)
 		return;
 	}
 	struct hp_live_val v;
-	if (hp_live_remove((uintptr_t)p, &v))
+	if (hp_live_maybe((uintptr_t)p) && hp_live_remove((uintptr_t)p, &v))
 		free_found(t, &v);
 	else
 		free_missed(t, rate_now() ? usable(p) : 0);
@@ -249,7 +249,7 @@ static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(vo
 	struct hp_live_val v, old;
 	int had = 0;
 	uint64_t u = 0;
-	if (hp.args.mode == HP_MODE_FULL)
+	if (hp.args.mode == HP_MODE_FULL && hp_live_maybe((uintptr_t)p))
 		had = hp_live_remove((uintptr_t)p, &v);
 	if (!had && (hp.args.mode != HP_MODE_FULL || rate_now()))
 		u = usable(p);

@@ -5,6 +5,9 @@
  * hp_mem_admit allows it. An entry is HP_LIVE_ENTRY_BYTES. Nothing here calls out of the
  * payload while holding a lock but the mmap of a grow. A refused or failed grow drops
  * the insert (the caller counts it lost; its later free is then a miss).
+ * When sampling from the start, most frees are of blocks never inserted: a filter of
+ * saturating counters by address hash (hp_live_maybe, one load) spares them the locked
+ * lookup. A sampling switch mid-run leaves it off, since blocks are already in the map.
  */
 #ifndef HEAPPROF_LIVEMAP_H
 #define HEAPPROF_LIVEMAP_H
@@ -20,11 +23,14 @@ struct hp_live_val {
 	uint64_t size;	   /* requested bytes | HP_LIVE_SAMPLED */
 };
 
-int hp_live_init(void);
+/* filtered: every insert from now on is a sampled block (see above). */
+int hp_live_init(int filtered);
 void hp_live_fini(void);
 /* 0 = inserted; 1 = addr was already there (its old value in *old, now replaced);
  * -1 = out of memory. */
 int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old);
+/* 0 if addr is surely not in the map; 1 if it may be. */
+int hp_live_maybe(uintptr_t addr);
 /* 1 = removed (*v is what it held); 0 = not there. */
 int hp_live_remove(uintptr_t addr, struct hp_live_val *v);
 

@@ -82,18 +82,33 @@ unsigned hp_stack_capture(uint64_t *frames, unsigned max)
 	return hp_unwind(frames, max, hp.text_lo, hp.text_hi);
 }
 
+/* Runs on every allocation: two independent multiply lanes, so consecutive frames do
+ * not wait on each other's multiply, and one full mix at the end. */
 static uint64_t frames_hash(const uint64_t *f, unsigned depth)
 {
-	uint64_t h = depth;
-	for (unsigned i = 0; i < depth; i++)
-		h = hp_hash64(h ^ f[i]);
-	return h | 1;
+	uint64_t a = depth, b = 0x2545f4914f6cdd1dull;
+	unsigned i = 0;
+	for (; i + 1 < depth; i += 2) {
+		a = (a ^ f[i]) * 0x9e3779b97f4a7c15ull;
+		b = (b ^ f[i + 1]) * 0xc2b2ae3d27d4eb4full;
+		a ^= a >> 29;
+		b ^= b >> 31;
+	}
+	if (i < depth)
+		a = (a ^ f[i]) * 0x9e3779b97f4a7c15ull;
+	return hp_hash64(a ^ b) | 1;
 }
 
+/* Stacks are a few frames: an inline loop beats a call to memcmp. */
 static int same(const struct ent *e, uint64_t h, const uint64_t *f, unsigned depth)
 {
-	return e->hash == h && e->depth == depth &&
-	       memcmp(&st.arena[e->off], f, depth * sizeof *f) == 0;
+	if (e->hash != h || e->depth != depth)
+		return 0;
+	const uint64_t *g = &st.arena[e->off];
+	for (unsigned i = 0; i < depth; i++)
+		if (g[i] != f[i])
+			return 0;
+	return 1;
 }
 
 /* Fills a freshly claimed slot; returns the id or 0 if a bound was reached. */

@@ -182,7 +182,9 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 	}
 	if (!dl_iterate_phdr(self_cb, NULL))
 		return -ENOENT;
-	if (hp_threads_init() < 0 || hp_live_init() < 0 || hp_stacks_init(hp.max_memory) < 0)
+	if (hp_threads_init() < 0 ||
+	    hp_live_init(args->mode == HP_MODE_FULL && args->sample_rate > 0) < 0 ||
+	    hp_stacks_init(hp.max_memory) < 0)
 		return -ENOMEM;
 	/* From here on this (borrowed) thread's own allocations are the payload's. */
 	struct hp_thread *self = hp_thread_self();

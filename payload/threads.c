@@ -1,16 +1,28 @@
 #include "threads.h"
 
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-#define THREADS_CAP 16384u /* records; the table is reserved, pages are touched on use */
+#define THREADS_BITS 14
+#define THREADS_CAP (1u << THREADS_BITS) /* records; reserved, pages touched on use */
 #define SITE_TAB_MIN 64u
 
 static struct hp_thread *threads;
+static int fenced; /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock */
+
+static int membarrier_global(void)
+{
+	return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+}
 
 int hp_threads_init(void)
 {
 	threads = hp_map(THREADS_CAP * sizeof *threads);
+	long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	fenced = q > 0 && (q & MEMBARRIER_CMD_GLOBAL) && membarrier_global() == 0;
 	return threads ? 0 : -1;
 }
 
@@ -29,7 +41,10 @@ void hp_threads_fini(void)
 struct hp_thread *hp_thread_self(void)
 {
 	uintptr_t self = (uintptr_t)pthread_self();
-	unsigned i = (unsigned)hp_hash64(self) & (THREADS_CAP - 1);
+	/* Every hook starts here: one multiply (Fibonacci hashing) rather than hp_hash64's
+	 * chain. pthread_t values are thread descriptors megabytes apart, so the high bits
+	 * of the product spread them well. */
+	unsigned i = (unsigned)((self * 0x9e3779b97f4a7c15ull) >> (64 - THREADS_BITS));
 	for (unsigned n = 0; n < THREADS_CAP; n++, i = (i + 1) & (THREADS_CAP - 1)) {
 		struct hp_thread *t = &threads[i];
 		uintptr_t k = atomic_load_explicit(&t->key, memory_order_acquire);
@@ -68,7 +83,8 @@ int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 		return -1;
 	if ((t->count + 1) * 4 > (t->mask + 1) * 3 && tab_resize(t, (t->mask + 1) * 2) < 0)
 		return -1;
-	uint32_t i = (uint32_t)hp_hash64(c->key) & t->mask;
+	/* Fibonacci hashing: one multiply, on a path every allocation and free takes. */
+	uint32_t i = (uint32_t)((c->key * 0x9e3779b97f4a7c15ull) >> 32) & t->mask;
 	for (;; i = (i + 1) & t->mask) {
 		struct hp_site_ctr *e = &t->e[i];
 		if (e->key == c->key) {
@@ -103,11 +119,45 @@ void hp_site_tab_free(struct hp_site_tab *t)
 
 void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
 {
-	hp_spin_lock(&t->lock);
-	int rc = hp_site_tab_add(&t->tab[t->active], c);
-	hp_spin_unlock(&t->lock);
+	int rc;
+	if (fenced) {
+		uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
+		atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
+		/* The compiler must not move the table choice above the mark; the CPU may, and
+		 * the collector's membarrier is what orders the two. */
+		atomic_signal_fence(memory_order_seq_cst);
+		unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
+		rc = hp_site_tab_add(&t->tab[a], c);
+		atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+	} else {
+		hp_spin_lock(&t->lock);
+		rc = hp_site_tab_add(
+		    &t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)], c);
+		hp_spin_unlock(&t->lock);
+	}
 	if (rc < 0)
 		hp_own_add(&t->tot.lost, 1);
+}
+
+/* After the flips and a membarrier, an owner still on its old table has an odd sequence
+ * number, visible now; any later add of its sees the flip. */
+static void wait_add_done(struct hp_thread *t)
+{
+	uint32_t s = atomic_load_explicit(&t->seq, memory_order_acquire);
+	unsigned n = 0;
+	while ((s & 1) && atomic_load_explicit(&t->seq, memory_order_acquire) == s) {
+		if (++n > 64)
+			sched_yield();
+		else
+			__builtin_ia32_pause();
+	}
+}
+
+static void flip(struct hp_thread *t)
+{
+	unsigned old = atomic_load_explicit(&t->active, memory_order_relaxed);
+	atomic_store_explicit(&t->active, old ^ 1, memory_order_relaxed);
+	t->retired = old + 1;
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -115,21 +165,39 @@ void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
 void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum)
 {
 	*sum = (struct hp_sum){0};
+	int use_fence = fenced;
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
 		struct hp_thread *t = &threads[i];
 		if (!atomic_load_explicit(&t->key, memory_order_acquire))
 			continue;
+		if (use_fence) {
+			flip(t);
+			continue;
+		}
 		hp_spin_lock(&t->lock);
-		unsigned old = t->active;
-		t->active ^= 1;
+		flip(t);
 		hp_spin_unlock(&t->lock);
-		/* The owner now writes only the other table: this one is ours until the
-		 * next swap, which only we make. */
-		struct hp_site_tab *tab = &t->tab[old];
-		for (uint32_t j = 0; tab->e && tab->count && j <= tab->mask; j++)
-			if (tab->e[j].key)
-				fn(&tab->e[j], arg);
-		hp_site_tab_clear(tab);
+	}
+	/* Cannot fail once it worked at init: the kernel refuses it only for a command it
+	 * lacks or for nohz_full CPUs, both fixed at boot. */
+	if (use_fence)
+		membarrier_global();
+	for (unsigned i = 0; i < THREADS_CAP; i++) {
+		struct hp_thread *t = &threads[i];
+		if (!atomic_load_explicit(&t->key, memory_order_acquire))
+			continue;
+		if (t->retired) {
+			if (use_fence)
+				wait_add_done(t);
+			/* The owner now writes only the other table: this one is ours until the
+			 * next flip, which only we make. */
+			struct hp_site_tab *tab = &t->tab[t->retired - 1];
+			t->retired = 0;
+			for (uint32_t j = 0; tab->e && tab->count && j <= tab->mask; j++)
+				if (tab->e[j].key)
+					fn(&tab->e[j], arg);
+			hp_site_tab_clear(tab);
+		}
 		sum->allocs += LOAD(t->tot.allocs);
 		sum->alloc_bytes += LOAD(t->tot.alloc_bytes);
 		sum->frees += LOAD(t->tot.frees);

@@ -8,9 +8,12 @@
  * cache-line aligned so threads never share a line.
  * Each record holds two site tables ((stack id, size key) -> counters in HP_FX fixed
  * point, so sampled events can carry fractional weights): the owner adds to the active
- * one under the record's spinlock (uncontended but for the collector's swap);
- * hp_threads_drain, called by the collector only, swaps each record's tables and hands
- * every counter of the retired one to a callback, then empties it, and sums the totals.
+ * one; hp_threads_drain, called by the collector only, swaps each record's tables and
+ * hands every counter of the retired one to a callback, then empties it, and sums the
+ * totals. The owner takes no lock: it marks its add with an odd sequence number, and the
+ * collector, after flipping every record's active table, makes one membarrier() so that
+ * each thread either sees the flip or shows its add in progress, and waits for those.
+ * Without membarrier (MEMBARRIER_CMD_GLOBAL refused) a spinlock per record does it.
  */
 #ifndef HEAPPROF_THREADS_H
 #define HEAPPROF_THREADS_H
@@ -63,8 +66,10 @@ struct hp_totals {
 struct hp_thread {
 	_Atomic uintptr_t key; /* pthread_t; 0 = free */
 	int guard;	       /* set while the thread runs payload code on its own behalf */
-	hp_spin lock;
-	unsigned active;
+	hp_spin lock;	       /* only without membarrier */
+	_Atomic unsigned active;
+	_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */
+	unsigned retired;     /* collector: 1 + the table it flipped away from, or 0 */
 	struct hp_site_tab tab[2];
 	struct hp_totals tot;
 	int64_t countdown; /* sampling: bytes left before the next sampled allocation */
