@@ -81,6 +81,15 @@ static inline void hp_spin_unlock(hp_spin *l)
 	atomic_store_explicit(l, 0, memory_order_release);
 }
 
+/* pthread_self() without the call into libc: on x86-64 the thread pointer is the
+ * thread's descriptor, which is what pthread_self() returns. */
+static inline uintptr_t hp_self(void)
+{
+	uintptr_t self;
+	__asm__("mov %%fs:0, %0" : "=r"(self));
+	return self;
+}
+
 static inline uint64_t hp_hash64(uint64_t x)
 {
 	x ^= x >> 33;

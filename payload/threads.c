@@ -40,7 +40,7 @@ void hp_threads_fini(void)
 
 struct hp_thread *hp_thread_self(void)
 {
-	uintptr_t self = (uintptr_t)pthread_self();
+	uintptr_t self = hp_self();
 	/* Every hook starts here: one multiply (Fibonacci hashing) rather than hp_hash64's
 	 * chain. pthread_t values are thread descriptors megabytes apart, so the high bits
 	 * of the product spread them well. */

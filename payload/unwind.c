@@ -559,7 +559,7 @@ static inline uint64_t rule_for(uintptr_t pc)
 /* Where the calling thread's stack ends: reads at or above it could fault. */
 static uintptr_t stack_top(uintptr_t sp)
 {
-	uintptr_t self = (uintptr_t)pthread_self();
+	uintptr_t self = hp_self();
 	/* A thread made by pthread_create has its descriptor at the top of its stack. */
 	if (sp < self && self - sp <= THREAD_STACK_MAX)
 		return self;
