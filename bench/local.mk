@@ -61,3 +61,19 @@ bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
 	BENCH_PROGRAMS="$(BENCH_PROGRAMS)" BENCH_PROBE_THREADS="$(BENCH_PROBE_THREADS)" \
 	BENCH_STOP_CYCLES="$(BENCH_STOP_CYCLES)" REDIS_REQUESTS="$(REDIS_REQUESTS)" \
 	bash $(srcdir)/bench/run-bench.sh $(abs_top_builddir) $(abs_top_builddir)/bench-results.md
+
+# The viewer under the load of an hour on a busy server: bench/viewer-load writes a
+# synthetic stream into heapprof-viewer and times heapprof-view on the profile
+# (docs/performance.md, "The viewer under load"). VIEWER_LOAD_ARGS: e.g. --rounds 600.
+BENCH_VIEWER = bench/viewer-load
+EXTRA_PROGRAMS += $(BENCH_VIEWER)
+CLEANFILES += $(BENCH_VIEWER) viewer-load.hpf
+bench_viewer_load_SOURCES = bench/viewer-load.c
+bench_viewer_load_CPPFLAGS = $(AM_CPPFLAGS)
+bench_viewer_load_CFLAGS = $(BENCH_CFLAGS)
+
+.PHONY: bench-viewer
+bench-programs: $(BENCH_VIEWER)$(EXEEXT)
+bench-viewer: all $(BENCH_VIEWER)$(EXEEXT)
+	$(BENCH_VIEWER)$(EXEEXT) --viewer $(abs_top_builddir)/viewer/heapprof-viewer \
+		--view $(abs_top_builddir)/src/heapprof-view $(VIEWER_LOAD_ARGS)

@@ -92,19 +92,31 @@ int hp_pw_open(struct hp_profile_writer *w, const char *path, struct hp_error *e
 	return 0;
 }
 
-static int reserve(struct hp_profile_writer *w, size_t len)
+static int grow(uint8_t **buf, size_t *cap, size_t len)
 {
-	if (len <= w->cap)
+	if (len <= *cap)
 		return 0;
-	size_t cap = w->cap ? w->cap : 4096;
-	while (cap < len)
-		cap *= 2;
-	uint8_t *nb = realloc(w->buf, cap);
+	size_t ncap = *cap ? *cap : 4096;
+	while (ncap < len)
+		ncap *= 2;
+	uint8_t *nb = realloc(*buf, ncap);
 	if (!nb)
 		return -ENOMEM;
-	w->buf = nb;
-	w->cap = cap;
+	*buf = nb;
+	*cap = ncap;
 	return 0;
+}
+
+static int reserve(struct hp_profile_writer *w, size_t len)
+{
+	return grow(&w->buf, &w->cap, len);
+}
+
+static int flush(struct hp_profile_writer *w)
+{
+	int rc = hp_write_all(w->fd, w->out, w->out_len);
+	w->out_len = 0;
+	return rc;
 }
 
 static uint8_t *put(uint8_t *p, const void *src, size_t len)
@@ -139,12 +151,29 @@ int hp_pw_session(struct hp_profile_writer *w, const struct hp_proc_info *si)
 	p = put(p, si->exe, h.exe_len);
 	p = put(p, si->cmdline, h.cmdline_len);
 	put(p, si->host, h.host_len);
-	return hp_write_record(w->fd, HP_REC_SESSION, w->buf, (uint32_t)len);
+	return hp_pw_record(w, HP_REC_SESSION, w->buf, (uint32_t)len);
 }
 
 int hp_pw_record(struct hp_profile_writer *w, uint32_t type, const void *body, uint32_t len)
 {
-	return hp_write_record(w->fd, type, body, len);
+	int rc = 0;
+	if (len >= HP_PW_FLUSH_AT) {
+		/* Large records (SITES of a busy round) go out as they are, without a copy. */
+		rc = flush(w);
+		return rc < 0 ? rc : hp_write_record(w->fd, type, body, len);
+	}
+	size_t n = sizeof(struct hp_rec_hdr) + len;
+	rc = grow(&w->out, &w->out_cap, w->out_len + n);
+	if (rc < 0)
+		return rc;
+	uint8_t *p = w->out + w->out_len;
+	p += hp_rec_put_hdr(p, type, len);
+	put(p, body, len);
+	w->out_len += n;
+	if (type == HP_REC_ROUND || type == HP_REC_END || type == HP_REC_SESSION ||
+	    w->out_len >= HP_PW_FLUSH_AT)
+		rc = flush(w);
+	return rc;
 }
 
 int hp_pw_symbol(struct hp_profile_writer *w, uint64_t addr, const struct hp_sym_result *r)
@@ -170,17 +199,18 @@ int hp_pw_symbol(struct hp_profile_writer *w, uint64_t addr, const struct hp_sym
 		p = put(p, f->function, sf.func_len);
 		p = put(p, f->file, sf.file_len);
 	}
-	return hp_write_record(w->fd, HP_REC_SYMBOL, w->buf, (uint32_t)len);
+	return hp_pw_record(w, HP_REC_SYMBOL, w->buf, (uint32_t)len);
 }
 
 int hp_pw_close(struct hp_profile_writer *w)
 {
-	int rc = 0;
-	if (w->fd >= 0 && close(w->fd) != 0)
+	int rc = w->fd >= 0 ? flush(w) : 0;
+	if (w->fd >= 0 && close(w->fd) != 0 && rc == 0)
 		rc = -errno;
 	w->fd = -1;
 	free(w->buf);
-	w->buf = NULL;
-	w->cap = 0;
+	free(w->out);
+	w->buf = w->out = NULL;
+	w->cap = w->out_cap = w->out_len = 0;
 	return rc;
 }

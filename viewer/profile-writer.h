@@ -1,8 +1,10 @@
 /* profile-writer.h - writes the profile file: header, SESSION, copied records, SYMBOL.
  *
- * Contract: the file is created (or truncated) without following a symlink, mode 0644,
- * and each record goes to it as soon as it is known, so a viewer killed
- * at any point leaves a readable prefix. SYMBOL records use hpformat.h's layout, with
+ * Contract: the file is created (or truncated) without following a symlink, mode 0644.
+ * Records are buffered and written out at every SESSION, ROUND and END record (and whenever
+ * HP_PW_FLUSH_AT bytes wait), so the file holds every closed round as soon as the viewer
+ * has it, and a viewer killed at any point leaves a readable prefix; a write error shows at
+ * the call that flushes. SYMBOL records use hpformat.h's layout, with
  * names and paths cut to what the 16-bit length fields hold.
  */
 #ifndef HEAPPROF_VIEWER_PROFILE_WRITER_H
@@ -30,10 +32,15 @@ struct hp_proc_info {
 void hp_proc_info_read(pid_t pid, struct hp_proc_info *si);
 void hp_proc_info_release(struct hp_proc_info *si);
 
+#define HP_PW_FLUSH_AT (1u << 20)
+
 struct hp_profile_writer {
 	int fd;
-	uint8_t *buf; /* encodes one SYMBOL record */
+	uint8_t *buf; /* encodes one SESSION or SYMBOL record */
 	size_t cap;
+	uint8_t *out; /* records not yet written: a system call per record would cost the
+		       * viewer more than everything else it does with a record */
+	size_t out_len, out_cap;
 };
 
 /* Creates the file and writes its header. 0, or -1 with err set. */
@@ -42,7 +49,8 @@ int hp_pw_open(struct hp_profile_writer *w, const char *path, struct hp_error *e
 int hp_pw_session(struct hp_profile_writer *w, const struct hp_proc_info *si);
 int hp_pw_record(struct hp_profile_writer *w, uint32_t type, const void *body, uint32_t len);
 int hp_pw_symbol(struct hp_profile_writer *w, uint64_t addr, const struct hp_sym_result *r);
-/* Closes the file; 0 or -errno (a failed close can lose written data). */
+/* Writes what is buffered, then closes the file; 0 or -errno (a failed close can lose
+ * written data). */
 int hp_pw_close(struct hp_profile_writer *w);
 
 #endif

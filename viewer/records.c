@@ -16,9 +16,8 @@ struct hp_vs_addr {
 	long site;	/* its index in the site table once a stack has it as call site */
 };
 
-struct hp_vs_stack {
-	long site; /* index in the site table, or -1 */
-};
+/* Stack ids below this always go to the array. */
+#define DENSE_STACKS_MIN 65536
 
 int hp_vs_init(struct hp_viewer_session *vs, pid_t pid, struct hp_profile_writer *pw,
 	       struct hp_display *disp, const char *output)
@@ -38,9 +37,9 @@ void hp_vs_free(struct hp_viewer_session *vs)
 	for (size_t i = 0; i < vs->naddrs; i++)
 		free(vs->addrs[i].label);
 	free(vs->addrs);
-	free(vs->stacks);
+	free(vs->stack_site);
 	hp_keymap_free(&vs->addr_index);
-	hp_keymap_free(&vs->stack_index);
+	hp_keymap_free(&vs->sparse_stack_site);
 	hp_sites_free(&vs->sites);
 	memset(vs, 0, sizeof *vs);
 }
@@ -72,18 +71,31 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
+static const char *base_name(const char *file)
+{
+	const char *base = file ? strrchr(file, '/') : NULL;
+	return base ? base + 1 : file ? file : "??";
+}
+
+/* As heapprof-view names sites: an inline wrapper (an always_inline xmalloc) is one site
+ * per place it is inlined, so the label says into which function and at which line. */
 static char *make_label(uint64_t addr, const struct hp_sym_result *r)
 {
 	char *label = NULL;
 	int n;
 	if (r->nframes == 0) {
 		n = asprintf(&label, "0x%" PRIx64 " (module %u)", addr, r->module_id);
-	} else {
+	} else if (r->nframes == 1) {
 		const struct hp_sym_frame *f = &r->frames[0];
-		const char *file = f->file ? f->file : "??";
-		const char *base = strrchr(file, '/');
 		n = asprintf(&label, "%s (%s:%u)", f->function ? f->function : "??",
-			     base ? base + 1 : file, f->line);
+			     base_name(f->file), f->line);
+	} else {
+		const struct hp_sym_frame *f = &r->frames[0], *c = &r->frames[1];
+		bool same = f->file && c->file && strcmp(f->file, c->file) == 0;
+		n = asprintf(&label, "%s (inlined into %s) (%s:%u, called at %s%s%u)",
+			     f->function ? f->function : "??", c->function ? c->function : "??",
+			     base_name(f->file), f->line, same ? "line " : base_name(c->file),
+			     same ? "" : ":", c->line);
 	}
 	return n < 0 ? NULL : label;
 }
@@ -145,6 +157,40 @@ static int on_module(struct hp_viewer_session *vs, const uint8_t *body, uint32_t
 	return 0;
 }
 
+static bool dense_id(const struct hp_viewer_session *vs, uint32_t id)
+{
+	return id < DENSE_STACKS_MIN || id / 4 < vs->nstacks;
+}
+
+static int set_stack_site(struct hp_viewer_session *vs, uint32_t id, uint32_t value)
+{
+	/* An id first seen sparse stays in the map: a STACK record repeating it must win. */
+	if (!dense_id(vs, id) || hp_keymap_get(&vs->sparse_stack_site, id, 0) != UINT32_MAX)
+		return hp_keymap_put(&vs->sparse_stack_site, id, 0, value);
+	if (id >= vs->stack_site_cap) {
+		size_t cap = vs->stack_site_cap ? vs->stack_site_cap : 1024;
+		while (cap <= id)
+			cap *= 2;
+		uint32_t *v = realloc(vs->stack_site, cap * sizeof *v);
+		if (!v)
+			return -1;
+		memset(v + vs->stack_site_cap, 0, (cap - vs->stack_site_cap) * sizeof *v);
+		vs->stack_site = v;
+		vs->stack_site_cap = cap;
+	}
+	vs->stack_site[id] = value;
+	return 0;
+}
+
+/* The stack's site + 1, or 0 when it has none or is unknown. */
+static uint32_t stack_site(const struct hp_viewer_session *vs, uint32_t id)
+{
+	if (id < vs->stack_site_cap && vs->stack_site[id])
+		return vs->stack_site[id];
+	uint32_t v = hp_keymap_get(&vs->sparse_stack_site, id, 0);
+	return v == UINT32_MAX ? 0 : v;
+}
+
 static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t len,
 		    struct hp_error *err)
 {
@@ -171,17 +217,12 @@ static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 			return -1;
 		}
 	}
-	uint32_t si = hp_keymap_get(&vs->stack_index, st.id, 0);
-	if (si == UINT32_MAX) {
-		if (grow((void **)&vs->stacks, &vs->stacks_cap, vs->nstacks,
-			 sizeof vs->stacks[0]) != 0 ||
-		    hp_keymap_put(&vs->stack_index, st.id, 0, (uint32_t)vs->nstacks) != 0) {
-			hp_error_set(err, "out of memory");
-			return -1;
-		}
-		si = (uint32_t)vs->nstacks++;
+	vs->nstacks++;
+	uint32_t value = site == UINT32_MAX ? 0 : (uint32_t)vs->addrs[site].site + 1;
+	if (set_stack_site(vs, st.id, value) != 0) {
+		hp_error_set(err, "out of memory");
+		return -1;
 	}
-	vs->stacks[si].site = site == UINT32_MAX ? -1 : vs->addrs[site].site;
 	return 0;
 }
 
@@ -198,10 +239,10 @@ static int on_sites(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 		hp_take(&p, end, &d, sizeof d);
 		if (d.size_kind > HP_SIZE_POW2)
 			return malformed(err, "SITES entry with an unknown size key");
-		uint32_t si = hp_keymap_get(&vs->stack_index, d.stack_id, 0);
-		if (si == UINT32_MAX || vs->stacks[si].site < 0)
+		uint32_t site = stack_site(vs, d.stack_id);
+		if (site == 0)
 			continue; /* stack id 0: no stack was recorded for these */
-		hp_sites_count(&vs->sites, (size_t)vs->stacks[si].site, &d);
+		hp_sites_count(&vs->sites, (size_t)site - 1, &d);
 	}
 	return 0;
 }

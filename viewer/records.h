@@ -25,7 +25,6 @@
 #define HP_TOP_SITES 5
 
 struct hp_vs_addr; /* a symbolized (address, module) */
-struct hp_vs_stack;
 
 struct hp_viewer_session {
 	struct hp_symbolizer *sym;
@@ -38,9 +37,15 @@ struct hp_viewer_session {
 	struct hp_keymap addr_index; /* (addr, module id) -> addrs[] */
 	struct hp_vs_addr *addrs;
 	size_t naddrs, addrs_cap;
-	struct hp_keymap stack_index; /* (stack id, 0) -> stacks[] */
-	struct hp_vs_stack *stacks;
-	size_t nstacks, stacks_cap;
+	/* Each stack's call site as its index in the site table + 1, 0 for none. The payload
+	 * numbers stacks 1, 2, 3...: an array by id costs 4 bytes a stack where a map costs
+	 * 16 times more, which an hour of a busy server (millions of stacks) would feel.
+	 * Ids far beyond the stacks seen go to a map, so a stream cannot make the array
+	 * larger than a few times its own stacks. */
+	uint32_t *stack_site;
+	size_t stack_site_cap;
+	struct hp_keymap sparse_stack_site; /* (stack id, 0) -> site + 1 */
+	size_t nstacks;			    /* STACK records seen */
 };
 
 /* 0, or -1 when out of memory. pid 0: module paths are opened as given. */

@@ -17,12 +17,27 @@ char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
  * inside the usual 1024 descriptor limit whatever the stream announces. */
 #define MAX_OPEN_MODULES 400
 
+/* A sized ELF symbol, for the lookups dwfl_module_addrinfo would make: it scans the whole
+ * symbol table for every address, which a server's hundred thousand symbols times its
+ * hundred thousand return addresses make hours. */
+struct sym_entry {
+	uint64_t start, end;
+	uint64_t reach;	  /* the highest end among this entry and every one before it */
+	const char *name; /* in libelf's string table: lives as long as the Dwfl */
+	uint32_t index;	  /* in the symbol table: libdw prefers the first among equals */
+	uint8_t bind;	  /* STB_ */
+};
+
 struct sym_module {
 	uint32_t id;
 	bool unloaded;
 	uint64_t start, end;
 	Dwfl *dwfl; /* NULL: owns its range, resolves nothing */
 	Dwfl_Module *dm;
+	struct sym_entry *syms; /* sorted by start, then index */
+	size_t nsyms;
+	uint64_t *labels; /* sorted values of the sizeless global and weak symbols */
+	size_t nlabels;
 };
 
 struct hp_symbolizer {
@@ -54,6 +69,11 @@ static void module_close(struct hp_symbolizer *s, struct sym_module *m)
 		dwfl_end(m->dwfl);
 		s->nopen--;
 	}
+	free(m->syms);
+	free(m->labels);
+	m->syms = NULL;
+	m->labels = NULL;
+	m->nsyms = m->nlabels = 0;
 	m->dwfl = NULL;
 	m->dm = NULL;
 }
@@ -99,6 +119,67 @@ static int open_target_file(const struct hp_symbolizer *s, const char *path, cha
 	return fd;
 }
 
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct sym_entry *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The symbols libdw's lookup considers that have a size; sizeless ones (assembly labels)
+ * are left to libdw, which alone knows their sections. No index when out of memory:
+ * lookups are then slow, not wrong. */
+static void index_symbols(struct sym_module *m)
+{
+	int n = dwfl_module_getsymtab(m->dm);
+	if (n <= 1)
+		return;
+	m->syms = malloc((size_t)n * sizeof *m->syms);
+	m->labels = malloc((size_t)n * sizeof *m->labels);
+	if (!m->syms || !m->labels) {
+		free(m->syms);
+		free(m->labels);
+		m->syms = NULL;
+		m->labels = NULL;
+		return;
+	}
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr value;
+		const char *name =
+		    dwfl_module_getsym_info(m->dm, i, &sym, &value, NULL, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (!name || !name[0] || sym.st_shndx == SHN_UNDEF || type == STT_SECTION ||
+		    type == STT_FILE || type == STT_TLS || value + sym.st_size < value)
+			continue;
+		if (sym.st_size == 0) {
+			if (GELF_ST_BIND(sym.st_info) != STB_LOCAL)
+				m->labels[m->nlabels++] = value;
+			continue;
+		}
+		m->syms[m->nsyms++] = (struct sym_entry){.start = value,
+							 .end = value + sym.st_size,
+							 .name = name,
+							 .index = (uint32_t)i,
+							 .bind = GELF_ST_BIND(sym.st_info)};
+	}
+	qsort(m->syms, m->nsyms, sizeof *m->syms, entry_cmp);
+	qsort(m->labels, m->nlabels, sizeof *m->labels, u64_cmp);
+	uint64_t reach = 0;
+	for (size_t i = 0; i < m->nsyms; i++) {
+		if (m->syms[i].end > reach)
+			reach = m->syms[i].end;
+		m->syms[i].reach = reach;
+	}
+}
+
 /* Opens the module's file and its debug info now, while the target still maps it. */
 static void module_open(struct hp_symbolizer *s, struct sym_module *m, const char *path,
 			uint64_t bias, const uint8_t *build_id, size_t build_id_len)
@@ -135,10 +216,10 @@ static void module_open(struct hp_symbolizer *s, struct sym_module *m, const cha
 	}
 	Dwarf_Addr b;
 	dwfl_module_getdwarf(dm, &b);
-	dwfl_module_getsymtab(dm);
 	m->dwfl = dwfl;
 	m->dm = dm;
 	s->nopen++;
+	index_symbols(m);
 }
 
 int hp_sym_add_module(struct hp_symbolizer *s, uint32_t id, const char *path, uint64_t bias,
@@ -298,6 +379,80 @@ static void resolve_inlines(Dwfl_Module *dm, Dwarf_Addr pc, const char *file, ui
 	free(scopes);
 }
 
+/* libdw's preference among symbols, higher is better. */
+static int binding_value(uint8_t bind)
+{
+	return bind == STB_GLOBAL ? 3 : bind == STB_WEAK ? 2 : bind == STB_LOCAL ? 1 : 0;
+}
+
+/* Whether candidate c beats the best so far, as libdw's lookup decides in its scan. */
+static bool better(const struct sym_entry *best, const struct sym_entry *c)
+{
+	if (!best || best->start < c->start || binding_value(best->bind) < binding_value(c->bind))
+		return true;
+	uint64_t bsize = best->end - best->start, csize = c->end - c->start;
+	int bb = binding_value(best->bind), cb = binding_value(c->bind);
+	return best->start == c->start &&
+	       ((bsize > csize && bb <= cb) || (bsize >= csize && bb < cb));
+}
+
+#define MAX_CANDIDATES 64
+
+/* The name dwfl_module_addrinfo gives pc, from the index. NULL with *exact false when only
+ * libdw can tell (no sized symbol holds pc, or too many overlap it). */
+static const char *indexed_name(const struct sym_module *m, uint64_t pc, bool *exact)
+{
+	*exact = false;
+	if (!m->syms)
+		return NULL;
+	size_t lo = 0, hi = m->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->syms[mid].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Candidates hold pc; libdw tries globals before locals, each in table order. */
+	const struct sym_entry *cand[MAX_CANDIDATES];
+	size_t nc = 0;
+	for (size_t i = lo; i-- > 0 && m->syms[i].reach > pc;) {
+		if (m->syms[i].end <= pc)
+			continue;
+		if (nc == MAX_CANDIDATES)
+			return NULL;
+		cand[nc++] = &m->syms[i];
+	}
+	if (nc == 0)
+		return NULL;
+	/* Before the locals libdw would take a global label at pc itself. */
+	if (bsearch(&pc, m->labels, m->nlabels, sizeof pc, u64_cmp))
+		return NULL;
+	const struct sym_entry *best = NULL;
+	for (int pass = 0; pass < 2 && !best; pass++) {
+		const struct sym_entry *prev = NULL;
+		for (;;) {
+			/* The next candidate of this pass in table order. */
+			const struct sym_entry *next = NULL;
+			for (size_t k = 0; k < nc; k++) {
+				const struct sym_entry *c = cand[k];
+				if ((c->bind == STB_LOCAL) != (pass == 1) ||
+				    (prev && c->index <= prev->index) ||
+				    (next && c->index >= next->index))
+					continue;
+				next = c;
+			}
+			if (!next)
+				break;
+			if (better(best, next))
+				best = next;
+			prev = next;
+		}
+	}
+	*exact = true;
+	return best->name;
+}
+
 int hp_sym_resolve(struct hp_symbolizer *s, uint64_t addr, struct hp_sym_result *out)
 {
 	out->module_id = 0;
@@ -322,9 +477,13 @@ int hp_sym_resolve(struct hp_symbolizer *s, uint64_t addr, struct hp_sym_result 
 
 	resolve_inlines(m->dm, pc, file, (uint32_t)line, (uint32_t)column, out);
 
-	GElf_Off off;
-	GElf_Sym sym;
-	const char *symname = dwfl_module_addrinfo(m->dm, pc, &off, &sym, NULL, NULL, NULL);
+	bool exact;
+	const char *symname = indexed_name(m, pc, &exact);
+	if (!exact) {
+		GElf_Off off;
+		GElf_Sym sym;
+		symname = dwfl_module_addrinfo(m->dm, pc, &off, &sym, NULL, NULL, NULL);
+	}
 	if (out->nframes == 0) {
 		if (symname || file)
 			push_frame(out, symname, file, (uint32_t)line, (uint32_t)column);

@@ -341,8 +341,16 @@ static int add_point(struct pf_stack *st, size_t r)
 		st->series[st->nseries - 1] = pt;
 		return REC_OK;
 	}
-	if (reserve((void **)&st->series, &st->cap_series, st->nseries, sizeof pt) < 0)
-		return REC_NOMEM;
+	/* Most of a long session's stacks change in a few rounds only: their series start
+	 * small, where the shared reserve() would give each of millions of them 16 points. */
+	if (st->nseries == st->cap_series) {
+		size_t cap = st->cap_series ? st->cap_series * 2 : 1;
+		struct pf_point *v = reallocarray(st->series, cap, sizeof *v);
+		if (!v)
+			return REC_NOMEM;
+		st->series = v;
+		st->cap_series = cap;
+	}
 	st->series[st->nseries++] = pt;
 	return REC_OK;
 }
