@@ -134,7 +134,7 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 	for (size_t i = 0; i < n; i++) {
 		struct pf_loc l;
 		loc_get(p, rows[i].site->addr, 0, &l);
-		int w = (int)strlen(text_function(func, sizeof func, &l));
+		int w = (int)strlen(text_site_function(func, sizeof func, &l));
 		if (w > fw)
 			fw = w < FUNC_WIDTH_MAX ? w : FUNC_WIDTH_MAX;
 	}
@@ -142,10 +142,7 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 	       "LOCATION");
 	for (size_t i = 0; i < n; i++) {
 		const struct pf_site *s = rows[i].site;
-		struct pf_loc l;
-		loc_get(p, s->addr, 0, &l);
-		text_function(func, sizeof func, &l);
-		text_where(where, sizeof where, &l);
+		report_names(p, s->addr, func, sizeof func, where, sizeof where);
 		printf("%11" PRIu64 " %12s %12s  %-*s  %s\n", s->tot.allocs,
 		       text_bytes(a, sizeof a, s->tot.alloc_bytes),
 		       text_sbytes(b, sizeof b, pf_live_bytes(&s->tot)), where[0] ? fw : 0, func,

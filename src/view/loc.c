@@ -37,6 +37,12 @@ void loc_get(const struct profile *p, uint64_t addr, uint32_t level, struct pf_l
 	out->file = f->file;
 	out->line = f->line;
 	out->inlined = level + 1 < s->nframes;
+	if (out->inlined) {
+		const struct pf_symframe *c = &s->frames[level + 1];
+		out->caller = c->function;
+		out->call_file = c->file;
+		out->call_line = c->line;
+	}
 }
 
 void loc_json(struct json *j, const struct pf_loc *l)

@@ -22,6 +22,10 @@ struct pf_loc {
 	const char *file;     /* NULL if unknown */
 	uint32_t line;	      /* 0 if unknown */
 	int inlined;	      /* this level is inlined into the next */
+	/* When inlined: the function it is inlined into and where that one calls it. */
+	const char *caller;    /* NULL if unknown */
+	const char *call_file; /* NULL if unknown */
+	uint32_t call_line;    /* 0 if unknown */
 };
 
 /* Levels describing addr: its symbol's nframes, or 1 when unresolved. */

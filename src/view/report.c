@@ -37,6 +37,8 @@ static void loc_fields(struct json *j, const struct profile *p, uint64_t addr)
 	json_kv_str(j, "module", l.module);
 	json_key(j, "address");
 	json_hex(j, addr);
+	/* An inline wrapper's sites differ only by what they are inlined into. */
+	json_kv_str(j, "inlined_into", l.caller);
 }
 
 static void totals_fields(struct json *j, const struct pf_totals *t, int64_t live_blocks,
@@ -74,8 +76,8 @@ void report_names(const struct profile *p, uint64_t addr, char *func, size_t nf,
 {
 	struct pf_loc l;
 	loc_get(p, addr, 0, &l);
-	text_function(func, nf, &l);
-	text_where(where, nw, &l);
+	text_site_function(func, nf, &l);
+	text_site_where(where, nw, &l);
 }
 
 int report_func_width(const struct profile *p, const uint64_t *addrs, size_t n)
@@ -85,7 +87,7 @@ int report_func_width(const struct profile *p, const uint64_t *addrs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct pf_loc l;
 		loc_get(p, addrs[i], 0, &l);
-		int w = (int)strlen(text_function(func, sizeof func, &l));
+		int w = (int)strlen(text_site_function(func, sizeof func, &l));
 		if (w > fw)
 			fw = w < REPORT_FUNC_WIDTH_MAX ? w : REPORT_FUNC_WIDTH_MAX;
 	}

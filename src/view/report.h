@@ -24,8 +24,9 @@ int report_parse_top(const struct view_cmd *c, const char *arg, long *top);
  * REPORT_TEXT_TOP in text. */
 size_t report_count(long top, int json, size_t n);
 
-/* function, file, line, module, address, allocations, frees, allocated_bytes, freed_bytes,
- * temporary_frees, live_blocks, live_bytes, stacks, stack: the caller opens the object. */
+/* function, file, line, module, address, inlined_into (or null), allocations, frees,
+ * allocated_bytes, freed_bytes, temporary_frees, live_blocks, live_bytes, stacks, stack: the caller
+ * opens the object. */
 void report_site_json(struct json *j, const struct profile *p, const struct pf_site *s,
 		      int64_t live_blocks, int64_t live_bytes);
 /* The same for one stack (filter): its own site location and frames. */

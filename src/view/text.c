@@ -107,6 +107,35 @@ char *text_where(char *buf, size_t n, const struct pf_loc *l)
 	return buf;
 }
 
+char *text_site_function(char *buf, size_t n, const struct pf_loc *l)
+{
+	text_function(buf, n, l);
+	size_t len = strlen(buf);
+	if (l->inlined && l->caller && *l->caller && len < n) {
+		char caller[512];
+		snprintf(buf + len, n - len, " (inlined into %s)",
+			 text_clean(caller, sizeof caller, l->caller));
+	}
+	return buf;
+}
+
+char *text_site_where(char *buf, size_t n, const struct pf_loc *l)
+{
+	text_where(buf, n, l);
+	size_t len = strlen(buf);
+	if (!l->inlined || !l->call_line || len >= n)
+		return buf;
+	const char *sep = len ? ", called" : "called";
+	if (!l->call_file || (l->file && strcmp(l->file, l->call_file) == 0)) {
+		snprintf(buf + len, n - len, "%s at line %" PRIu32, sep, l->call_line);
+	} else {
+		char file[512];
+		snprintf(buf + len, n - len, "%s at %s:%" PRIu32, sep,
+			 text_clean(file, sizeof file, l->call_file), l->call_line);
+	}
+	return buf;
+}
+
 char *text_duration(char *buf, size_t n, uint64_t ns)
 {
 	uint64_t s = ns / 1000000000u;

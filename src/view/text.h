@@ -21,6 +21,12 @@ char *text_clean(char *buf, size_t n, const char *s);
 char *text_function(char *buf, size_t n, const struct pf_loc *l);
 /* "file:line", "file", or "" when unknown. */
 char *text_where(char *buf, size_t n, const struct pf_loc *l);
+/* A site's names: those of text_function and text_where, and for a level inlined into
+ * another function that function and the line calling it, "xmalloc (inlined into
+ * cache_store)" and "a.c:88, called at line 308" (or "at b.c:308" from another file). An
+ * inline wrapper called from many places is then a different row for each. */
+char *text_site_function(char *buf, size_t n, const struct pf_loc *l);
+char *text_site_where(char *buf, size_t n, const struct pf_loc *l);
 /* Seconds as "12.3 s", "4 min 05 s", "1 h 02 min". */
 char *text_duration(char *buf, size_t n, uint64_t ns);
 

@@ -3,7 +3,8 @@
  * stack) gives the expected numbers in every heapprof-view command: per-round series and
  * the peak, the growth slope and r2 against a plain least-squares fit, leak ages merged over
  * stacks, the size histogram, filter --size, temporary shares, call trees that sum to the
- * totals, -j and -t. The outputs other tools read are checked by those tools: JSON and the
+ * totals, -j and -t, sites inside an inline wrapper named with what they are inlined into.
+ * The outputs other tools read are checked by those tools: JSON and the
  * SVG parse in python3, collapsed lines sum to the totals, ms_print reads the massif file,
  * a protobuf wire decoder (python3, no packages) reads the pprof file, and go tool pprof
  * when Go is installed. */
@@ -607,6 +608,69 @@ static void test_pprof(void **state)
 	assert_true(file_has(out, "44.38kB"));
 }
 
+/* An always_inline allocation wrapper: three sites at the same line of xmalloc, inlined twice
+ * into cache_store and once into parse_request in another file. Each row must say which. */
+static void test_inlined_sites(void **state)
+{
+	(void)state;
+	char ip[96];
+	snprintf(ip, sizeof ip, "%s/inl.hpf", dir);
+	int fd = open(ip, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(hp_write_header(fd), 0);
+	struct hp_hello h = {.pid = 7, .mode = HP_MODE_FULL, .interval_ms = 1000, .max_depth = 64};
+	assert_int_equal(hp_write_record(fd, HP_REC_HELLO, &h, sizeof h), 0);
+	put_module(fd, 1, "/usr/bin/srv", EXE_BIAS, 0x100000, NULL, 0);
+	put_module(fd, 2, "/lib/x86_64-linux-gnu/libc.so.6", LIBC_BIAS, 0x200000, NULL, 0);
+	const uint64_t a[] = {EXE_BIAS + 0x3000, EXE_BIAS + 0x3100, EXE_BIAS + 0x3200};
+	const char *callers[] = {"cache_store", "cache_store", "parse_request"};
+	const char *call_files[] = {"/src/demo.c", "/src/demo.c", "/src/req.c"};
+	const uint32_t call_lines[] = {308, 311, 150};
+	put_sym1(fd, A_MALLOC, "malloc", "malloc.c", 3287);
+	put_sym1(fd, A_MAIN, "main", "main.c", 1);
+	struct hp_site_delta d[3];
+	for (uint32_t i = 0; i < 3; i++) {
+		const uint64_t frames[] = {A_MALLOC, a[i], A_MAIN};
+		put_stack(fd, i + 1, frames, 3);
+		const char *funcs[] = {"xmalloc", callers[i]},
+			   *files[] = {"/src/demo.c", call_files[i]};
+		const uint32_t lines[] = {88, call_lines[i]};
+		put_symbol(fd, a[i], 2, funcs, files, lines);
+		d[i] = (struct hp_site_delta)EX(i + 1, 32, 30 - i, 32 * (30 - i), 0, 0, 0);
+	}
+	struct hp_round acc = {0};
+	put_round(fd, &acc, d, 3, HP_ROUND_FINAL);
+	struct hp_end e = {.reason = HP_END_DETACH};
+	assert_int_equal(hp_write_record(fd, HP_REC_END, &e, sizeof e), 0);
+	close(fd);
+
+	assert_int_equal(view("hotspots %s", ip), 0);
+	assert_true(
+	    py("import re,sys; rows=[re.sub(' +', ' ', l).strip() for l in "
+	       "open(sys.argv[1])][1:]; sys.exit(rows != ["
+	       "'30 960 B 960 B xmalloc (inlined into cache_store) /src/demo.c:88, called at "
+	       "line 308', "
+	       "'29 928 B 928 B xmalloc (inlined into cache_store) /src/demo.c:88, called at "
+	       "line 311', "
+	       "'28 896 B 896 B xmalloc (inlined into parse_request) /src/demo.c:88, called at "
+	       "/src/req.c:150'])",
+	       ""));
+	/* The sites' own report, like every per-site table. */
+	assert_int_equal(view("leaks %s", ip), 0);
+	assert_true(file_has(out, "xmalloc (inlined into parse_request)"));
+	/* -j keeps the names that tell the rows apart. */
+	assert_int_equal(view("hotspots -j %s", ip), 0);
+	assert_true(file_has(out, "xmalloc (inlined into parse_request)"));
+	assert_int_equal(view("hotspots --json %s", ip), 0);
+	assert_true(json_check("[(s['function'], s['inlined_into'], s['line']) for s in d] == "
+			       "[('xmalloc', 'cache_store', 88), ('xmalloc', 'cache_store', 88), "
+			       "('xmalloc', 'parse_request', 88)] and "
+			       "[s['stack'][1]['line'] for s in d] == [308, 311, 150]"));
+	/* A site that is no inline: null. */
+	assert_int_equal(view("hotspots --json %s", prof), 0);
+	assert_true(json_check("all(s['inlined_into'] is None for s in d)"));
+}
+
 static void test_all_json_and_help(void **state)
 {
 	(void)state;
@@ -641,6 +705,7 @@ int main(void)
 	    cmocka_unit_test(test_sizes_temporary), cmocka_unit_test(test_tree),
 	    cmocka_unit_test(test_flame_collapsed), cmocka_unit_test(test_massif),
 	    cmocka_unit_test(test_pprof),	    cmocka_unit_test(test_all_json_and_help),
+	    cmocka_unit_test(test_inlined_sites),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

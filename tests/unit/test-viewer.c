@@ -27,6 +27,25 @@ int marker_function(int x)
 	return x * 3 + 1;
 }
 
+/* An inline allocation wrapper: the return address of the call inside it is a site whose
+ * innermost frame is inline_wrapper, inlined into inline_caller. */
+__attribute__((noinline, noipa)) static void *return_address(void)
+{
+	return __builtin_return_address(0);
+}
+
+static inline __attribute__((always_inline)) void *inline_wrapper(void)
+{
+	void *volatile r = return_address();
+	return r;
+}
+
+__attribute__((noinline, noipa)) static void *inline_caller(void)
+{
+	void *volatile r = inline_wrapper();
+	return r;
+}
+
 struct run {
 	pid_t pid;
 	int wfd; /* the stream goes here */
@@ -268,6 +287,35 @@ static void test_good_stream(void **state)
 }
 
 /* A stack whose innermost frame is in libc's malloc counts for the frame below it. */
+/* The summary names a site in an inline wrapper with the function it is inlined into. */
+static void test_inlined_site(void **state)
+{
+	(void)state;
+	struct symtest_module m;
+	assert_int_equal(symtest_find_module((void *)marker_function, &m), 0);
+	uint64_t frames[1] = {(uintptr_t)inline_caller()};
+
+	struct run r;
+	start_viewer(&r);
+	assert_int_equal(hp_write_header(r.wfd), 0);
+	put_hello(r.wfd);
+	put_module(r.wfd, 1, &m);
+	put_stack(r.wfd, 1, frames, 1);
+	struct {
+		struct hp_sites h;
+		struct hp_site_delta d;
+	} sites = {{.count = 1}, {.stack_id = 1, .allocs = 5, .alloc_bytes = 500}};
+	put(r.wfd, HP_REC_SITES, &sites, sizeof sites);
+	put_round(r.wfd, 1);
+	finish_viewer(&r);
+
+	assert_true(WIFEXITED(r.status));
+	assert_int_equal(WEXITSTATUS(r.status), 0);
+	char *line = strstr(r.out, "inline_wrapper (inlined into inline_caller) (test-viewer.c:");
+	assert_non_null(line);
+	assert_non_null(strstr(line, ", called at line "));
+}
+
 static void test_allocator_frames_skipped(void **state)
 {
 	(void)state;
@@ -508,6 +556,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_good_stream),
+	    cmocka_unit_test(test_inlined_site),
 	    cmocka_unit_test(test_allocator_frames_skipped),
 	    cmocka_unit_test(test_v2_records),
 	    cmocka_unit_test(test_no_end),
