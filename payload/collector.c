@@ -42,17 +42,23 @@ struct buf {
 struct mod {
 	uintptr_t bias, phdr;
 	uint32_t id;
-	uint32_t seen;
+	uint8_t seen;
+	uint8_t gone; /* unloaded; its UNLOADED record waits one round */
 };
 
+/* The module table and mb are shared with hp_collector_note_modules, which a dlopen in any
+ * thread calls; noting says whether a collector runs. */
+static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int noting;
+
 static struct {
-	int wfd;
+	atomic_int wfd; /* exchanged for -1 before a close: a forked child may close its copy */
 	pthread_t thr;
 	int running;
 	atomic_int stop;
 	atomic_int wake; /* futex word */
 	uint64_t start_ns;
-	struct buf mb, sb;
+	struct buf mb, mb_spare, sb;
 	struct hp_site_tab merged;
 	struct mod *mods;
 	uint32_t nmods, next_mod_id;
@@ -171,7 +177,8 @@ static void module_rec(uint32_t id, uint32_t flags, const struct dl_phdr_info *i
 		memcpy(d + sizeof m + m.path_len, bid, m.build_id_len);
 }
 
-/* Runs under the loader's lock: formats records into memory, never writes the pipe. */
+/* Runs under the loader's lock and mods_lock: formats records into memory, never writes
+ * the pipe. */
 static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -179,7 +186,7 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	if (info->dlpi_addr == hp.base || info->dlpi_phnum == 0)
 		return 0;
 	for (uint32_t i = 0; i < c.nmods; i++) {
-		if (c.mods[i].bias == info->dlpi_addr &&
+		if (!c.mods[i].gone && c.mods[i].bias == info->dlpi_addr &&
 		    c.mods[i].phdr == (uintptr_t)info->dlpi_phdr) {
 			c.mods[i].seen = 1;
 			return 0;
@@ -196,19 +203,44 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-static void scan_modules(void)
+static void drop_gone(void)
 {
-	for (uint32_t i = 0; i < c.nmods; i++)
-		c.mods[i].seen = 0;
-	dl_iterate_phdr(module_cb, NULL);
 	for (uint32_t i = 0; i < c.nmods;) {
-		if (c.mods[i].seen) {
+		if (!c.mods[i].gone) {
 			i++;
 			continue;
 		}
-		module_rec(c.mods[i].id, HP_MODULE_UNLOADED, NULL);
+		buf_rec(&c.sb, HP_REC_MODULE,
+			&(struct hp_module){.id = c.mods[i].id, .flags = HP_MODULE_UNLOADED},
+			sizeof(struct hp_module), NULL, 0);
 		c.mods[i] = c.mods[--c.nmods];
 	}
+}
+
+/* Under mods_lock, after the round's stacks went into sb. A module found unloaded is
+ * announced in sb a round later (at once in the final round): a stack captured in it just
+ * before its dlclose may have been interned after this round's stacks were taken, and the
+ * viewer must still know the module when that stack arrives. */
+static void scan_modules(int final)
+{
+	drop_gone();
+	for (uint32_t i = 0; i < c.nmods; i++)
+		c.mods[i].seen = 0;
+	dl_iterate_phdr(module_cb, NULL);
+	for (uint32_t i = 0; i < c.nmods; i++)
+		c.mods[i].gone = !c.mods[i].seen;
+	if (final)
+		drop_gone();
+}
+
+void hp_collector_note_modules(void)
+{
+	if (!atomic_load(&noting))
+		return;
+	pthread_mutex_lock(&mods_lock);
+	if (atomic_load(&noting))
+		dl_iterate_phdr(module_cb, NULL);
+	pthread_mutex_unlock(&mods_lock);
 }
 
 uint64_t hp_rss_bytes(void)
@@ -437,9 +469,14 @@ static int round_once(uint32_t flags)
 	else if (flags & HP_ROUND_FINAL)
 		live_collect();
 	/* Stacks first, modules second: every stack sent was captured while its modules
-	 * were loaded, so the module scan that follows sees them. */
+	 * were loaded, so the module scan that follows sees them, or a dlopen noted them. The
+	 * loads go out before the stacks (mb is written first), the unloads after. */
 	hp_stacks_each_new(stack_cb, NULL);
-	scan_modules();
+	pthread_mutex_lock(&mods_lock);
+	scan_modules(flags & HP_ROUND_FINAL);
+	struct buf mods = c.mb;
+	c.mb = c.mb_spare;
+	pthread_mutex_unlock(&mods_lock);
 	sites_recs();
 	hp_site_tab_clear(&c.merged);
 	live_recs();
@@ -465,14 +502,15 @@ static int round_once(uint32_t flags)
 	    .live_blocks = clamp_sub(now.allocs, now.frees),
 	    .live_bytes = clamp_sub(
 		hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable, now.freed_bytes),
-	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (c.mb.oom || c.sb.oom) + la.full,
+	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (mods.oom || c.sb.oom) + la.full,
 	    .payload_bytes = held,
 	};
 	buf_rec(&c.sb, HP_REC_ROUND, &r, sizeof r, NULL, 0);
-	int rc = write_out(c.mb.p, c.mb.len);
+	int rc = write_out(mods.p, mods.len);
 	if (rc == 0)
 		rc = write_out(c.sb.p, c.sb.len);
-	c.mb.len = c.sb.len = 0;
+	mods.len = c.sb.len = 0;
+	c.mb_spare = mods;
 	return rc;
 }
 
@@ -504,8 +542,7 @@ static void *collector_main(void *arg)
 			break;
 		}
 	}
-	close(c.wfd);
-	c.wfd = -1;
+	close(atomic_exchange(&c.wfd, -1));
 	return NULL;
 }
 
@@ -525,10 +562,13 @@ int hp_collector_start(int wfd, uint64_t start_mono_ns)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store(&noting, 1);
 	int rc = pthread_create(&c.thr, NULL, collector_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
+	if (rc) {
+		atomic_store(&noting, 0);
 		return -rc;
+	}
 	c.running = 1;
 	return 0;
 }
@@ -541,26 +581,33 @@ void hp_collector_stop(void)
 	atomic_store(&c.wake, 1);
 	syscall(SYS_futex, &c.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	pthread_join(c.thr, NULL);
+	pthread_mutex_lock(&mods_lock);
+	atomic_store(&noting, 0);
+	pthread_mutex_unlock(&mods_lock);
 	c.running = 0;
 }
 
 void hp_collector_forget(void)
 {
-	if (c.wfd >= 0)
-		close(c.wfd);
-	c.wfd = -1;
+	int fd = atomic_exchange(&c.wfd, -1);
+	if (fd >= 0)
+		close(fd);
 	c.running = 0;
+	atomic_store(&noting, 0);
+	mods_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 void hp_collector_fini(void)
 {
 	if (c.mb.p)
 		hp_unmap(c.mb.p, c.mb.cap);
+	if (c.mb_spare.p)
+		hp_unmap(c.mb_spare.p, c.mb_spare.cap);
 	if (c.sb.p)
 		hp_unmap(c.sb.p, c.sb.cap);
 	hp_site_tab_free(&c.merged);
 	if (c.mods)
 		hp_unmap(c.mods, MAX_MODULES * sizeof *c.mods);
-	c.mb = c.sb = (struct buf){0};
+	c.mb = c.mb_spare = c.sb = (struct buf){0};
 	c.mods = NULL;
 }

@@ -20,6 +20,9 @@
 int hp_collector_start(int wfd, uint64_t start_mono_ns);
 void hp_collector_stop(void);
 void hp_collector_fini(void);
+/* After a dlopen, from any thread: sends the modules it loaded with this round, so a
+ * library unloaded before the round ends still names its stacks. */
+void hp_collector_note_modules(void);
 /* In a forked child: the pipe belongs to the parent's session. */
 void hp_collector_forget(void);
 /* The process's resident set, from /proc/self/statm (0 if unreadable). */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 
+#include "collector.h"
 #include "got.h"
 #include "hpformat.h"
 #include "livemap.h"
@@ -49,6 +50,7 @@ enum {
 	HK_DEL_AL_NT,
 	HK_DEL_ARR_AL_NT,
 	HK_DLOPEN,
+	HK_FORK,
 	HK_COUNT
 };
 
@@ -67,7 +69,7 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 static struct hp_thread *enter(void)
 {
-	if (!atomic_load_explicit(&hp.recording, memory_order_relaxed))
+	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed))
 		return NULL;
 	struct hp_thread *t = hp_thread_self();
 	if (!t) {
@@ -414,8 +416,21 @@ static void *hk_dlopen(const char *file, int mode)
 	if (t) {
 		hp_hooks_resolve();
 		hp_patch_all();
+		hp_collector_note_modules();
 	}
 	return h;
+}
+
+/* A child forked through a patched slot closes its copy of the pipe at once; one forked
+ * another way (daemon(), a raw clone) keeps it until it execs or exits. Either way its
+ * hooks are quiet (hp.po). No pthread_atfork handler: the payload would then need
+ * __cxa_finalize at dlclose, whose lock a concurrent fork can leave held in the child. */
+static pid_t hk_fork(void)
+{
+	pid_t pid = REAL(HK_FORK, pid_t(*)(void))();
+	if (pid == 0)
+		hp_collector_forget();
+	return pid;
 }
 
 static struct hook hooks[HK_COUNT] = {
@@ -450,6 +465,7 @@ static struct hook hooks[HK_COUNT] = {
     [HK_DEL_AL_NT] = {"_ZdlPvSt11align_val_tRKSt9nothrow_t", (void *)hk_del_al_nt, NULL},
     [HK_DEL_ARR_AL_NT] = {"_ZdaPvSt11align_val_tRKSt9nothrow_t", (void *)hk_del_arr_al_nt, NULL},
     [HK_DLOPEN] = {"dlopen", (void *)hk_dlopen, NULL},
+    [HK_FORK] = {"fork", (void *)hk_fork, NULL},
 };
 
 void hp_hooks_resolve(void)
@@ -481,7 +497,7 @@ static atomic_int patching; /* cleared for good by hp_unpatch_all */
 void hp_hooks_arm(void)
 {
 	atomic_store(&patching, 1);
-	atomic_store(&hp.recording, 1);
+	atomic_store(&hp.po->recording, 1);
 }
 
 struct walk {
@@ -575,7 +591,7 @@ int hp_unpatch_all(void)
 {
 	struct walk w = {.restore = 1};
 	atomic_store(&patching, 0);
-	atomic_store(&hp.recording, 0);
+	atomic_store(&hp.po->recording, 0);
 	dl_iterate_phdr(phdr_cb, &w);
 	return w.written;
 }

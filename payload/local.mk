@@ -13,8 +13,10 @@ payload_heapprof_payload_so_SOURCES = \
 	src/common/hpstream.c src/common/hpstream.h
 payload_heapprof_payload_so_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -O2 -g -fPIC \
 	-fvisibility=hidden -fexceptions
-payload_heapprof_payload_so_LDFLAGS = -shared -static-libgcc -Wl,--exclude-libs,ALL -Wl,-soname,libheapprof-payload.so.1 \
-	-Wl,-z,now -Wl,--no-undefined
+# -nostartfiles: without crtbeginS.o a dlclose never calls __cxa_finalize, whose exit-handler
+# lock a fork in another thread can copy into the child held, hanging the child's exit().
+payload_heapprof_payload_so_LDFLAGS = -shared -nostartfiles -static-libgcc \
+	-Wl,--exclude-libs,ALL -Wl,-soname,libheapprof-payload.so.1 -Wl,-z,now -Wl,--no-undefined
 # libgcc's unwinder (stack capture and -fexceptions cleanups) is linked in privately, so
 # it is unloaded with the payload and nothing of ours outlives a detach.
 payload_heapprof_payload_so_LDADD = -lgcc_eh -lpthread

@@ -19,11 +19,17 @@
 
 #include "hpabi.h"
 
+/* A page a forked child sees zeroed (MADV_WIPEONFORK), so a child of the target, however
+ * it was forked, records nothing: its hooks pass straight through. */
+struct hp_parent_only {
+	atomic_int recording; /* hooks record only while set */
+};
+
 struct hp_payload {
 	struct hp_start_args args;
 	uintptr_t text_lo, text_hi; /* every PT_LOAD of the payload: frames to drop */
 	uintptr_t base;		    /* the payload's dlpi_addr: never patched */
-	atomic_int recording;	    /* hooks record only while set */
+	struct hp_parent_only *po;  /* never NULL */
 	uint64_t max_memory;	    /* bytes: the limit hp_mem_admit enforces */
 	uint64_t start_ms;	    /* CLOCK_MONOTONIC_COARSE at start, in ms */
 	/* Mean bytes between sampled allocations; 0 = every one. Set at start, or once by

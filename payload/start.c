@@ -25,14 +25,18 @@
 #include "stacks.h"
 #include "threads.h"
 
-struct hp_payload hp;
 _Atomic uint64_t hp_mapped_bytes;
 
 enum { ST_IDLE, ST_RUNNING, ST_STOPPED };
 
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static int state = ST_IDLE;
-static int atfork_done;
+static struct hp_parent_only po_none;
+/* The process the payload was loaded into; its forked children inherit the payload but
+ * not its session. */
+static pid_t loaded_pid;
+
+struct hp_payload hp = {.po = &po_none};
 
 size_t hp_page_round(size_t len)
 {
@@ -117,14 +121,6 @@ static int self_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-/* A forked child has no collector and must not write the parent's pipe. */
-static void atfork_child(void)
-{
-	atomic_store(&hp.recording, 0);
-	hp_collector_forget();
-	state = ST_STOPPED;
-}
-
 static int validate(const struct hp_start_args *a)
 {
 	if (!a || a->abi_version != HP_ABI_VERSION)
@@ -182,6 +178,17 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 	}
 	if (!dl_iterate_phdr(self_cb, NULL))
 		return -ENOENT;
+	if (hp.po == &po_none) {
+		struct hp_parent_only *po = hp_map(sizeof *po);
+		if (!po)
+			return -ENOMEM;
+		if (madvise(po, hp_page_round(sizeof *po), MADV_WIPEONFORK) < 0) {
+			int e = -errno;
+			hp_unmap(po, sizeof *po);
+			return e;
+		}
+		hp.po = po;
+	}
 	if (hp_threads_init() < 0 ||
 	    hp_live_init(args->mode == HP_MODE_FULL && args->sample_rate > 0) < 0 ||
 	    hp_stacks_init(hp.max_memory) < 0)
@@ -208,8 +215,6 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 		if (rc < 0)
 			hp_unpatch_all();
 	}
-	if (rc == 0 && !atfork_done && pthread_atfork(NULL, NULL, atfork_child) == 0)
-		atfork_done = 1;
 	if (self)
 		self->guard = 0;
 	if (rc < 0) {
@@ -254,8 +259,22 @@ HP_EXPORT int heapprof_stop(void)
 	return 0;
 }
 
+__attribute__((constructor)) static void payload_load(void)
+{
+	loaded_pid = getpid();
+}
+
+/* In a forked child, at its exit, nothing is done: the fork may have caught the injector's
+ * thread inside start or stop, holding state_lock for good. */
 __attribute__((destructor)) static void payload_unload(void)
 {
+	if (getpid() != loaded_pid)
+		return;
 	heapprof_stop();
 	release_memory();
+	if (hp.po != &po_none) {
+		struct hp_parent_only *po = hp.po;
+		hp.po = &po_none;
+		hp_unmap(po, sizeof *po);
+	}
 }
