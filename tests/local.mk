@@ -45,3 +45,42 @@ EXTRA_DIST += $(HP_E2E_TESTS) tests/integration/lib.sh
 
 TESTS += tests/integration/test-e2e-modes.sh
 EXTRA_DIST += tests/integration/test-e2e-modes.sh
+
+# Process states while attached (issue 5): fork and exec, dlopen and dlclose.
+check_PROGRAMS += tests/targets/fork-target tests/targets/dl-target tests/targets/libdltest.so
+tests_targets_fork_target_SOURCES = tests/targets/fork-target.c
+tests_targets_fork_target_CFLAGS = $(HP_TARGET_CFLAGS)
+tests_targets_dl_target_SOURCES = tests/targets/dl-target.c
+tests_targets_dl_target_CFLAGS = $(HP_TARGET_CFLAGS)
+tests_targets_dl_target_LDADD = -ldl
+# Lazy binding, so a load with RTLD_LAZY leaves its malloc slot unresolved.
+tests_targets_libdltest_so_SOURCES = tests/targets/dltest.c
+tests_targets_libdltest_so_CFLAGS = $(HP_TARGET_CFLAGS) -fPIC
+tests_targets_libdltest_so_LDFLAGS = -shared -Wl,--no-undefined -Wl,-z,lazy
+
+# mt-target with malloc from jemalloc or tcmalloc; their tests skip when it is not built.
+# --no-as-needed: the allocator must be linked even where the linker defaults to as-needed.
+if HAVE_JEMALLOC
+check_PROGRAMS += tests/targets/mt-target-jemalloc
+tests_targets_mt_target_jemalloc_SOURCES = tests/targets/mt-target.c
+tests_targets_mt_target_jemalloc_CFLAGS = $(HP_TARGET_CFLAGS)
+tests_targets_mt_target_jemalloc_LDFLAGS = -Wl,--no-as-needed
+tests_targets_mt_target_jemalloc_LDADD = -ljemalloc
+endif
+if HAVE_TCMALLOC
+check_PROGRAMS += tests/targets/mt-target-tcmalloc
+tests_targets_mt_target_tcmalloc_SOURCES = tests/targets/mt-target.c
+tests_targets_mt_target_tcmalloc_CFLAGS = $(HP_TARGET_CFLAGS)
+tests_targets_mt_target_tcmalloc_LDFLAGS = -Wl,--no-as-needed
+tests_targets_mt_target_tcmalloc_LDADD = -ltcmalloc
+endif
+
+HP_STATE_TESTS = \
+	tests/integration/test-e2e-fork.sh \
+	tests/integration/test-e2e-fork-storm.sh \
+	tests/integration/test-e2e-dlopen.sh \
+	tests/integration/test-e2e-dlopen-brief.sh \
+	tests/integration/test-e2e-jemalloc.sh \
+	tests/integration/test-e2e-tcmalloc.sh
+TESTS += $(HP_STATE_TESTS)
+EXTRA_DIST += $(HP_STATE_TESTS)

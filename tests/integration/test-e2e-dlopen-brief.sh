@@ -1,0 +1,49 @@
+#!/bin/bash
+# test-e2e-dlopen-brief.sh - a library loaded and unloaded between two rounds keeps its
+# sites' names.
+#
+# dl-target libdltest.so 100, attached with --interval 1000: right after a round, 3
+# dlopen/call/dlclose cycles that take a few milliseconds in all, so the library is gone
+# before the next round. Checks: dltest_alloc and dltest_cache_alloc are named, with
+# dltest.c and their lines, and have their exact counts: the dlopen hook announced the
+# library, and its unload went out after the stacks captured in it.
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+K=100 N=3
+target=$HP_TARGETS/dl-target
+lib=$HP_TARGETS/libdltest.so
+src=$top_srcdir/tests/targets/dltest.c
+hp_require_python
+hp_require_ptrace
+hp_require_binaries "$target" "$lib"
+line=$(hp_source_line "$src" '/* HP_SITE_DLTEST */') || exit 99
+line_cache=$(hp_source_line "$src" '/* HP_SITE_DLCACHE */') || exit 99
+
+hp_start_target "$target" "$lib" $K
+fds=$(hp_fd_count "$TARGET_PID")
+hp_attach --batch --interval 1000 --output "$hp_tmp/p.hpf" "$TARGET_PID"
+hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 || hp_fail "no round line"
+hp_send "go $N 0"
+hp_wait_line "$TARGET_OUT" '^(done|failed)$' 10 && grep -q '^done$' "$TARGET_OUT" ||
+	hp_fail "the dlopen/dlclose cycles failed: $(cat "$hp_tmp"/target*.err)"
+hp_ok "$N dlopen/dlclose cycles within one round"
+hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 3 || hp_fail "no round line after the cycles"
+hp_detach_session "$fds"
+
+allocs=$((N * K))
+frees=$((N * K / 2 + (N - 1) * K / 2))
+abytes=0
+lbytes=0
+for ((k = 0; k < K; k++)); do
+	abytes=$((abytes + N * (56 + k % 8)))
+	((k % 2)) || lbytes=$((lbytes + 56 + k % 8))
+done
+hp_view_json hotspots --top 0
+hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" \
+	$allocs $frees $abytes $((K / 2)) $lbytes || hp_fail "the dltest_alloc site is wrong"
+hp_ok "dltest_alloc site named and exact"
+hp_check_site "$hp_tmp/hotspots.json" dltest_cache_alloc dltest.c "$line_cache" \
+	$N $N $((N * 200)) 0 0 || hp_fail "the dltest_cache_alloc site is wrong"
+hp_ok "dltest_cache_alloc site named and exact"
+hp_stop_target

@@ -1,0 +1,17 @@
+#!/bin/bash
+# test-e2e-jemalloc.sh - exact counts and a clean detach on a target whose malloc is jemalloc's.
+#
+# mt-target-jemalloc is mt-target linked against libjemalloc (built when configure finds it:
+# Debian package libjemalloc-dev); the test skips when it was not built. Before attaching it checks
+# that the target's malloc really binds to jemalloc; then the checks of test-e2e-exact.sh.
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+target=$HP_TARGETS/mt-target-jemalloc
+[ -x "$target" ] || hp_skip "mt-target-jemalloc was not built: install libjemalloc-dev and rerun configure"
+LD_DEBUG=bindings "$target" 1 1 </dev/null >"$hp_tmp/bindings" 2>&1 ||
+	hp_fail "mt-target-jemalloc does not run: $(tail -n 5 "$hp_tmp/bindings")"
+grep -E "to .*libjemalloc[^ ]* .*symbol \`malloc'" "$hp_tmp/bindings" >/dev/null ||
+	hp_fail "mt-target-jemalloc's malloc does not come from libjemalloc"
+hp_ok "mt-target-jemalloc's malloc binds to libjemalloc"
+hp_e2e_exact "$target"
