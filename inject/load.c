@@ -120,9 +120,22 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 	}
 	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, rfd);
 	*pipe_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (*pipe_fd < 0)
-		hp_error_set(err, "cannot open the payload's pipe %s (%s)", path, strerror(errno));
-	if (hp_call_close(t, f, rfd, err) || *pipe_fd < 0)
+	struct stat st = {0};
+	int ok = *pipe_fd >= 0 && fstat(*pipe_fd, &st) == 0 && S_ISFIFO(st.st_mode);
+	if (!ok)
+		hp_error_set(err, "cannot open the payload's pipe %s (%s): attach again", path,
+			     *pipe_fd < 0 ? strerror(errno) : "not a pipe any more");
+	/* The payload closes its copy itself: a remote close() of rfd would close whatever
+	 * the target has put at that number if the payload's grace period ran out. */
+	uint64_t release = 0;
+	if (hp_call_dlsym(t, f, handle, HP_RELEASE_SYMBOL, &release, err))
+		goto stop;
+	if (!release) {
+		hp_error_set(err, "the payload has no %s: the installation is broken",
+			     HP_RELEASE_SYMBOL);
+		goto stop;
+	}
+	if (hp_remote_call(t, HP_RELEASE_SYMBOL, release, NULL, 0, &rc, err) || !ok)
 		goto stop;
 	return 0;
 stop:;

@@ -529,6 +529,8 @@ static void *collector_main(void *arg)
 		if (!atomic_load(&c.stop))
 			syscall(SYS_futex, &c.wake, FUTEX_WAIT_PRIVATE, 0, &iv, NULL, 0);
 		int stop = atomic_load(&c.stop);
+		if (mono_ns() - c.start_ns >= HP_PIPE_GRACE_S * 1000000000ull)
+			heapprof_release_pipe();
 		if (round_once(stop ? HP_ROUND_FINAL : 0) < 0) {
 			hp_unpatch_all();
 			break;

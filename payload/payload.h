@@ -51,6 +51,7 @@ extern struct hp_payload hp;
 #define HP_EXPORT __attribute__((visibility("default")))
 HP_EXPORT int heapprof_start(const struct hp_start_args *args);
 HP_EXPORT int heapprof_stop(void);
+HP_EXPORT int heapprof_release_pipe(void);
 extern _Atomic uint64_t hp_mapped_bytes;
 
 void *hp_map(size_t len);

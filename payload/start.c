@@ -35,6 +35,8 @@ static struct hp_parent_only po_none;
 /* The process the payload was loaded into; its forked children inherit the payload but
  * not its session. */
 static pid_t loaded_pid;
+/* The pipe's read end until the injector has its own copy (hpabi.h). */
+static atomic_int pending_rfd = -1;
 
 struct hp_payload hp = {.po = &po_none};
 
@@ -222,6 +224,7 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 		close(p[1]);
 		return rc;
 	}
+	atomic_store(&pending_rfd, p[0]);
 	return p[0];
 }
 
@@ -259,6 +262,16 @@ HP_EXPORT int heapprof_stop(void)
 	return 0;
 }
 
+/* Whichever of the injector and the collector comes first closes the fd; the other finds
+ * -1, so a number the target has reused since is never closed. */
+HP_EXPORT int heapprof_release_pipe(void)
+{
+	int fd = atomic_exchange(&pending_rfd, -1);
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
 __attribute__((constructor)) static void payload_load(void)
 {
 	loaded_pid = getpid();
@@ -271,6 +284,7 @@ __attribute__((destructor)) static void payload_unload(void)
 	if (getpid() != loaded_pid)
 		return;
 	heapprof_stop();
+	heapprof_release_pipe();
 	release_memory();
 	if (hp.po != &po_none) {
 		struct hp_parent_only *po = hp.po;

@@ -4,8 +4,9 @@
  * writes a struct hp_start_args into the target's memory and calls heapprof_start(args)
  * in a borrowed thread whose signals are all blocked. heapprof_start creates the pipe,
  * patches the GOT slots and starts the collector thread; it returns the pipe's *read*
- * fd (>= 0), which the injector opens through /proc/PID/fd and then closes in the target,
- * or -errno. heapprof_stop restores every slot, writes a last round and END, closes the
+ * fd (>= 0), or -errno. The injector opens that fd through /proc/PID/fd, then calls
+ * heapprof_release_pipe() to close it in the target; if no call comes (the injector died),
+ * the payload closes it itself HP_PIPE_GRACE_S seconds after the start, or at unload. heapprof_stop restores every slot, writes a last round and END, closes the
  * pipe and joins the collector; after it returns 0 no thread enters payload code again
  * except those already inside a hook, and the payload may be dlclosed once no thread is
  * inside it. Both are safe to call when the payload is already started / stopped
@@ -24,6 +25,8 @@
 #define HP_ABI_VERSION 1
 #define HP_START_SYMBOL "heapprof_start"
 #define HP_STOP_SYMBOL "heapprof_stop"
+#define HP_RELEASE_SYMBOL "heapprof_release_pipe"
+#define HP_PIPE_GRACE_S 30
 
 struct hp_start_args {
 	uint32_t abi_version;  /* HP_ABI_VERSION */

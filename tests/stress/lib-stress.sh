@@ -41,12 +41,6 @@ st_clean()
 	[ "$(st_anon_exec "$TARGET_PID")" = "$ST_EXEC" ] ||
 		{ st_failed "$what" "a trampoline is left: $(st_anon_exec "$TARGET_PID")"; return 1; }
 	fds=$(hp_fd_count "$TARGET_PID")
-	# Known gap (docs/reliability.md): killed between heapprof_start and the close of the
-	# pipe's read end in the target, that fd stays open until the payload closes it itself.
-	if [ "${ST_PIPE_GAP:-0}" = 1 ] && [ "$fds" -eq $((ST_FDS + 1)) ]; then
-		echo "KNOWN GAP: $what: the payload pipe's read end stays open in the target" >&2
-		ST_FDS=$fds
-	fi
 	[ "$fds" -eq "$ST_FDS" ] ||
 		{ st_failed "$what" "$fds open files, $ST_FDS before: $(ls -l "/proc/$TARGET_PID/fd/")"; return 1; }
 	[ "${ST_SELFCHECK:-1}" = 1 ] || return 0
@@ -113,9 +107,6 @@ st_recover()
 st_kill_at()
 {
 	local var=$1 call=$2 what="kill ${1#HEAPPROF_TEST_KILL_} $2" a
-	local ST_PIPE_GAP=0
-
-	[ "$call" = heapprof_start ] && ST_PIPE_GAP=1
 
 	setsid env "$var=$call" "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
@@ -137,7 +128,7 @@ st_kill_at()
 # (anywhere: checks, injection, rounds), then heapprof-detach.
 st_kill_random()
 {
-	local ms=$1 a ST_PIPE_GAP=1
+	local ms=$1 a
 
 	setsid "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &

@@ -3,8 +3,9 @@
  * Contract: built as a shared object with soname libheapprof-payload.so.1 and loaded by
  * the injector exactly like the real payload. heapprof_start makes a pipe, writes the file
  * header and a HELLO record echoing the pid and the start args to it and returns the read
- * end (-EBUSY if already started, -EINVAL on a wrong ABI version); heapprof_stop closes
- * the write end, so the reader sees EOF. No threads, no hooks, no allocations.
+ * end (-EBUSY if already started, -EINVAL on a wrong ABI version); heapprof_release_pipe
+ * closes that read end; heapprof_stop closes the write end, so the reader sees EOF. No
+ * threads, no hooks, no allocations.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,8 +18,9 @@
 
 int heapprof_start(const struct hp_start_args *args);
 int heapprof_stop(void);
+int heapprof_release_pipe(void);
 
-static int write_fd = -1;
+static int write_fd = -1, read_fd = -1;
 
 int heapprof_start(const struct hp_start_args *args)
 {
@@ -51,7 +53,16 @@ int heapprof_start(const struct hp_start_args *args)
 		return -e;
 	}
 	write_fd = p[1];
+	read_fd = p[0];
 	return p[0];
+}
+
+int heapprof_release_pipe(void)
+{
+	if (read_fd >= 0)
+		close(read_fd);
+	read_fd = -1;
+	return 0;
 }
 
 int heapprof_stop(void)
