@@ -45,21 +45,30 @@ struct hp_symbolizer {
 	struct sym_module *mods; /* sorted by start, ranges disjoint */
 	size_t nmods, cap;
 	size_t nopen;
-};
-
-static char *debuginfo_path;
-static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .section_address = dwfl_offline_section_address,
-    .debuginfo_path = &debuginfo_path,
+	/* Every Dwfl points at these until it ends, so they live as long as the symbolizer. */
+	char *debuginfo_path; /* NULL: libdw's default */
+	Dwfl_Callbacks callbacks;
 };
 
 struct hp_symbolizer *hp_sym_new(pid_t pid)
 {
 	struct hp_symbolizer *s = calloc(1, sizeof *s);
-	if (s)
-		s->pid = pid;
+	if (!s)
+		return NULL;
+	s->pid = pid;
+	/* Read once, here: the search must not change in the middle of a profile. Passed
+	 * as given, so it means what it would to elfutils' tools (--debuginfo-path). */
+	const char *path = getenv("HEAPPROF_DEBUGINFO_PATH");
+	if (path && !(s->debuginfo_path = strdup(path))) {
+		free(s);
+		return NULL;
+	}
+	s->callbacks = (Dwfl_Callbacks){
+	    .find_elf = dwfl_build_id_find_elf,
+	    .find_debuginfo = dwfl_standard_find_debuginfo,
+	    .section_address = dwfl_offline_section_address,
+	    .debuginfo_path = &s->debuginfo_path,
+	};
 	return s;
 }
 
@@ -85,6 +94,7 @@ void hp_sym_free(struct hp_symbolizer *s)
 	for (size_t i = 0; i < s->nmods; i++)
 		module_close(s, &s->mods[i]);
 	free(s->mods);
+	free(s->debuginfo_path);
 	free(s);
 }
 
@@ -190,7 +200,7 @@ static void module_open(struct hp_symbolizer *s, struct sym_module *m, const cha
 	int fd = open_target_file(s, path, file, sizeof file);
 	if (fd < 0)
 		return;
-	Dwfl *dwfl = dwfl_begin(&callbacks);
+	Dwfl *dwfl = dwfl_begin(&s->callbacks);
 	if (!dwfl) {
 		close(fd);
 		return;

@@ -3,7 +3,11 @@
  * Contract: modules are reported as the stream announces them (id, path, bias, address
  * range, build-id); each one's file is opened at once, through /proc/PID/root when a pid
  * is given, so it resolves while the target is still alive. Debug info comes from the
- * file itself or from separate debug files (build-id, .gnu_debuglink, /usr/lib/debug).
+ * file itself or from separate debug files (build-id, .gnu_debuglink, /usr/lib/debug),
+ * searched along HEAPPROF_DEBUGINFO_PATH: elfutils' --debuginfo-path syntax, read once by
+ * hp_sym_new; unset, ":.debug:/usr/lib/debug" (beside the file, in its .debug/, and under
+ * /usr/lib/debug by the file's path and by ROOT/.build-id/xx/rest.debug). Without debug
+ * info a frame gets only its ELF symbol (.symtab, else .dynsym), or nothing.
  * A module marked unloaded keeps resolving until a later module overlapping its range
  * replaces it. A module whose file cannot be opened, or whose build-id differs from the
  * one announced, still owns its range but resolves nothing. Results are for `addr - 1`,
