@@ -15,6 +15,7 @@
 #include "inject/libcfn.h"
 #include "inject/remote.h"
 #include "inject/safepoint.h"
+#include "inject/seccomp.h"
 
 struct blob {
 	char *data;
@@ -167,6 +168,8 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 			     (int)pid, (int)pid);
 		return -1;
 	}
+	if (hp_seccomp_precheck(pid, err))
+		return -1;
 	struct hp_libc_fns f;
 	if (hp_libc_resolve(pid, &f, err))
 		return -1;
@@ -177,7 +180,11 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	int r = hp_borrow_thread(pid, &t, err);
 	if (!r) {
 		t.syscall_insn = f.syscall_insn;
-		r = load_in_thread(&t, &f, &b, args, pipe_fd, err);
+		/* Filters can only be read from a stopped thread, and the borrowed one's are
+		 * those our calls run under. */
+		r = hp_seccomp_check(&t, err);
+		if (!r)
+			r = load_in_thread(&t, &f, &b, args, pipe_fd, err);
 		if (hp_thread_release(&t, err) && !r) {
 			close(*pipe_fd);
 			*pipe_fd = -1;

@@ -12,6 +12,7 @@ inject_libinject_a_SOURCES = \
 	inject/safepoint.c inject/safepoint.h \
 	inject/libcfn.c inject/libcfn.h \
 	inject/tramp.c inject/tramp.h \
+	inject/seccomp.c inject/seccomp.h \
 	inject/load.c inject/unload.c
 
 # What a program linking libinject.a adds to its LDADD.

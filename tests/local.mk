@@ -84,3 +84,19 @@ HP_STATE_TESTS = \
 	tests/integration/test-e2e-tcmalloc.sh
 TESTS += $(HP_STATE_TESTS)
 EXTRA_DIST += $(HP_STATE_TESTS)
+
+# Seccomp (issue 5): the filter evaluator against real filters, and attaching to a target
+# under a filter that allows what heapprof needs, one that kills on it, and a thread in
+# strict mode.
+check_PROGRAMS += tests/unit/test-seccomp tests/targets/seccomp-target
+tests_unit_test_seccomp_SOURCES = tests/unit/test-seccomp.c
+tests_unit_test_seccomp_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_seccomp_LDADD = $(HP_INJECT_LIBS) $(CMOCKA_LIBS)
+tests_targets_seccomp_target_SOURCES = tests/targets/seccomp-target.c
+tests_targets_seccomp_target_CFLAGS = $(HP_TARGET_CFLAGS)
+HP_SECCOMP_TESTS = \
+	tests/integration/test-state-seccomp-allowed.sh \
+	tests/integration/test-state-seccomp-denied.sh \
+	tests/integration/test-state-seccomp-strict.sh
+TESTS += tests/unit/test-seccomp $(HP_SECCOMP_TESTS)
+EXTRA_DIST += $(HP_SECCOMP_TESTS)
