@@ -53,12 +53,16 @@ static void session(struct hp_display *disp, struct hp_error *err)
 			uint32_t type, len;
 			const uint8_t *body;
 			int r = hp_read_record(&rd, &type, &body, &len);
+			if (r < 0 && rd.cut) {
+				hp_vs_finish(&vs, HP_END_CUT_SHORT, err);
+				break;
+			}
 			if (r < 0) {
 				hp_error_set(err, "malformed stream: %s", rd.err);
 				break;
 			}
 			if (r == 0) {
-				hp_vs_finish(&vs, err);
+				hp_vs_finish(&vs, HP_END_TARGET_EXIT, err);
 				break;
 			}
 			if (hp_vs_record(&vs, type, body, len, err) != 0)

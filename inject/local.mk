@@ -41,6 +41,7 @@ tests_stress_stress_target_CFLAGS = $(HP_TARGET_CFLAGS)
 HP_FAULT_TESTS = \
 	tests/integration/test-fault-kill.sh \
 	tests/integration/test-fault-viewer.sh \
+	tests/integration/test-fault-viewer-stall.sh \
 	tests/integration/test-state-stopped.sh \
 	tests/integration/test-state-stress.sh
 TESTS += $(HP_FAULT_TESTS)

@@ -27,9 +27,12 @@
 #define MAX_MODULES 4096u
 #define SITES_PER_REC 65536u
 #define LIVE_PER_REC 65536u
-/* How long a stop waits for a pipe nobody drains (a read end left open in the target by
- * an injector that died) before giving the stream up. */
-#define STOP_WRITE_NS 1000000000ull
+/* Once stopping, how long the last round waits for a pipe nobody drains before giving the
+ * stream up: STOP_STALL_NS without a byte taken, or STOP_WRITE_NS in all. A viewer reading
+ * a busy server's modules with libdw on a loaded machine can take nothing for over a
+ * second and still be alive; the injector abandons heapprof_stop after 10 s. */
+#define STOP_STALL_NS 3000000000ull
+#define STOP_WRITE_NS 8000000000ull
 
 extern _Atomic uint64_t hp_lost_unrecorded;
 
@@ -58,6 +61,7 @@ static struct {
 	atomic_int stop;
 	atomic_int wake; /* futex word */
 	uint64_t start_ns;
+	uint64_t stop_by; /* when writes give up, once stopping; 0 before */
 	struct buf mb, mb_spare, sb;
 	struct hp_site_tab merged;
 	struct mod *mods;
@@ -265,12 +269,13 @@ uint64_t hp_rss_bytes(void)
 static int write_out(const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
-	uint64_t give_up = 0;
+	uint64_t stall_by = 0;
 	while (len) {
 		ssize_t n = write(c.wfd, p, len);
 		if (n > 0) {
 			p += n;
 			len -= (size_t)n;
+			stall_by = 0;
 			continue;
 		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -279,9 +284,11 @@ static int write_out(const void *buf, size_t len)
 		poll(&pfd, 1, 100);
 		if (atomic_load(&c.stop)) {
 			uint64_t now = mono_ns();
-			if (!give_up)
-				give_up = now + STOP_WRITE_NS;
-			else if (now > give_up)
+			if (!c.stop_by)
+				c.stop_by = now + STOP_WRITE_NS;
+			if (!stall_by)
+				stall_by = now + STOP_STALL_NS;
+			if (now > stall_by || now > c.stop_by)
 				return -ETIMEDOUT;
 		}
 	}
@@ -555,6 +562,7 @@ int hp_collector_start(int wfd, uint64_t start_mono_ns)
 	fcntl(wfd, F_SETFL, fcntl(wfd, F_GETFL) | O_NONBLOCK);
 	atomic_store(&c.stop, 0);
 	atomic_store(&c.wake, 0);
+	c.stop_by = 0;
 	if (!c.mods)
 		c.mods = hp_map(MAX_MODULES * sizeof *c.mods);
 	if (!c.mods)

@@ -211,12 +211,21 @@ int main(int argc, char **argv)
 			if (wait_stream((int)fd, &disp, &err) != 0)
 				break;
 			int r = hp_read_record(&rd, &type, &body, &len);
+			if (r < 0 && rd.cut) {
+				fprintf(stderr,
+					"heapprof-viewer: the stream ended inside a record (%s): "
+					"the payload gave up waiting for this viewer; the profile "
+					"ends at the last whole round\n",
+					rd.err);
+				hp_vs_finish(&vs, HP_END_CUT_SHORT, &err);
+				break;
+			}
 			if (r < 0) {
 				hp_error_set(&err, "malformed stream: %s", rd.err);
 				break;
 			}
 			if (r == 0) {
-				hp_vs_finish(&vs, &err);
+				hp_vs_finish(&vs, HP_END_TARGET_EXIT, &err);
 				break;
 			}
 			if (hp_vs_record(&vs, type, body, len, &err) != 0)

@@ -323,10 +323,10 @@ static int by_allocs(const void *a, const void *b)
 	return (x->bytes < y->bytes) - (x->bytes > y->bytes);
 }
 
-int hp_vs_finish(struct hp_viewer_session *vs, struct hp_error *err)
+int hp_vs_finish(struct hp_viewer_session *vs, uint32_t reason, struct hp_error *err)
 {
 	if (!vs->seen_end) {
-		struct hp_end e = {.reason = HP_END_TARGET_EXIT};
+		struct hp_end e = {.reason = reason};
 		int rc = hp_pw_record(vs->pw, HP_REC_END, &e, sizeof e);
 		if (rc < 0)
 			return write_failed(vs, rc, err);

@@ -54,8 +54,10 @@ int hp_vs_init(struct hp_viewer_session *vs, pid_t pid, struct hp_profile_writer
 /* 0, or -1 with err set (malformed record, or the profile cannot be written). */
 int hp_vs_record(struct hp_viewer_session *vs, uint32_t type, const uint8_t *body, uint32_t len,
 		 struct hp_error *err);
-/* Called once at a clean end of the stream. 0, or -1 with err set. */
-int hp_vs_finish(struct hp_viewer_session *vs, struct hp_error *err);
+/* Called once when the stream ends, at a record boundary or (reason HP_END_CUT_SHORT)
+ * inside a record; reason goes into the END record when the payload wrote none. 0, or -1
+ * with err set. */
+int hp_vs_finish(struct hp_viewer_session *vs, uint32_t reason, struct hp_error *err);
 void hp_vs_free(struct hp_viewer_session *vs);
 
 #endif

@@ -182,6 +182,9 @@ enum hp_end_reason {
 	HP_END_ERROR = 2,  /* the payload stopped itself on an internal error */
 	/* written by the viewer when the stream ended with no END record */
 	HP_END_TARGET_EXIT = 3,
+	/* written by the viewer when the stream ended inside a record: the payload gave up
+	 * a round its reader did not take in time; the rounds before it are whole */
+	HP_END_CUT_SHORT = 4,
 };
 
 struct hp_end {

@@ -56,6 +56,7 @@ int hp_read_record(struct hp_reader *r, uint32_t *type, const uint8_t **body, ui
 		return -1;
 	}
 	if ((size_t)n < sizeof h) {
+		r->cut = 1;
 		snprintf(r->err, sizeof r->err, "truncated record header at offset %llu",
 			 (unsigned long long)r->offset);
 		return -1;
@@ -85,6 +86,7 @@ int hp_read_record(struct hp_reader *r, uint32_t *type, const uint8_t **body, ui
 		return -1;
 	}
 	if ((size_t)n < h.len) {
+		r->cut = 1;
 		snprintf(r->err, sizeof r->err, "truncated record at offset %llu",
 			 (unsigned long long)r->offset);
 		return -1;

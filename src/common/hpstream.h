@@ -20,7 +20,10 @@ struct hp_reader {
 	uint8_t *buf; /* holds the current record's body */
 	size_t cap;
 	uint64_t offset; /* bytes consumed so far, for error messages */
-	char err[160];   /* why hp_read_record returned -1 */
+	char err[160];	 /* why hp_read_record returned -1 */
+	/* With -1: the input ended inside a record, as when a writer gives up mid-round;
+	 * the records before it are whole. */
+	int cut;
 };
 
 /* Checks the file header. 0 on success; -1 with r->err set. */

@@ -181,6 +181,8 @@ const char *view_end_name(const struct profile *p)
 		return "error";
 	case HP_END_TARGET_EXIT:
 		return "target-exit";
+	case HP_END_CUT_SHORT:
+		return "cut-short";
 	default:
 		return "unknown";
 	}

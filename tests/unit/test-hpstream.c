@@ -231,6 +231,7 @@ static void test_truncated(void **state)
 	hp_rec_put_hdr(rec, HP_REC_ROUND, 96);
 	assert_int_equal(read_one(rec, 4, &r, &type, &len, &fd), -1);
 	assert_non_null(strstr(r.err, "truncated record header"));
+	assert_true(r.cut);
 	hp_reader_close(&r);
 	close(fd);
 
@@ -238,6 +239,7 @@ static void test_truncated(void **state)
 	memset(rec + 8, 0xab, 40);
 	assert_int_equal(read_one(rec, 48, &r, &type, &len, &fd), -1);
 	assert_non_null(strstr(r.err, "truncated record"));
+	assert_true(r.cut);
 	hp_reader_close(&r);
 	close(fd);
 }
@@ -252,6 +254,7 @@ static void test_oversized(void **state)
 	hp_rec_put_hdr(rec, HP_REC_STACK, HP_REC_MAX + 1);
 	assert_int_equal(read_one(rec, sizeof rec, &r, &type, &len, &fd), -1);
 	assert_non_null(strstr(r.err, "exceeds"));
+	assert_false(r.cut);
 	/* Rejected before any buffer was sized for it. */
 	assert_true(r.cap <= HP_REC_MAX);
 	hp_reader_close(&r);

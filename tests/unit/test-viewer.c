@@ -1,7 +1,7 @@
 /* test-viewer.c - runs the built heapprof-viewer on streams written here: a good stream
  * (round line, profile contents, SYMBOL for a function of this binary), format v2's size
- * keys, temporary frees and LIVE record, a stream that ends without END, and malformed
- * streams (exit 1, one-line error, no crash). */
+ * keys, temporary frees and LIVE record, a stream that ends without END or inside a record,
+ * and malformed streams (exit 1, one-line error, no crash). */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -484,12 +484,36 @@ static void expect_malformed(const void *bytes, size_t len, int with_hello)
 	unlink(r.profile);
 }
 
+/* A stream that ends inside a record (the payload gave up a round its reader did not
+ * take) is not malformed: the profile keeps the whole rounds and ends "cut short", and
+ * the viewer says so in one line and exits 0. */
 static void test_truncated_record(void **state)
 {
 	(void)state;
+	struct run r;
+	start_viewer(&r);
+	assert_int_equal(hp_write_header(r.wfd), 0);
+	put_hello(r.wfd);
+	put_round(r.wfd, 1);
 	uint8_t buf[8 + 10] = {0};
 	hp_rec_put_hdr(buf, HP_REC_ROUND, sizeof(struct hp_round));
-	expect_malformed(buf, sizeof buf, 1);
+	assert_int_equal(hp_write_all(r.wfd, buf, sizeof buf), 0);
+	finish_viewer(&r);
+	assert_true(WIFEXITED(r.status));
+	assert_int_equal(WEXITSTATUS(r.status), 0);
+	assert_non_null(strstr(r.err, "heapprof-viewer: the stream ended inside a record"));
+	assert_int_equal(strchr(r.err, '\n') - r.err + 1, (long)strlen(r.err));
+
+	struct rec recs[8];
+	size_t n = load_profile(r.profile, recs, 8);
+	assert_int_equal(n, 4);
+	assert_int_equal(recs[2].type, HP_REC_ROUND);
+	assert_int_equal(recs[3].type, HP_REC_END);
+	struct hp_end e;
+	memcpy(&e, recs[3].body, sizeof e);
+	assert_int_equal(e.reason, HP_END_CUT_SHORT);
+	free_profile(recs, n);
+	unlink(r.profile);
 }
 
 static void test_huge_length(void **state)
