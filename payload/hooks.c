@@ -11,6 +11,7 @@
 #include <sys/auxv.h>
 
 #include "collector.h"
+#include "dlcaller.h"
 #include "got.h"
 #include "hpformat.h"
 #include "livemap.h"
@@ -405,11 +406,12 @@ HOOK_DEL3(hk_del_arr_al_nt, HK_DEL_ARR_AL_NT, size_t, const void *)
 
 /* Modules a dlopen brings in are patched right after it returns, outside any lock of ours:
  * the patching itself runs under dl_iterate_phdr's lock only, so a dlopen nested in a
- * constructor cannot invert a lock order. The loader attributes the call to the payload
- * (caller-relative DT_RUNPATH and $ORIGIN are the payload's, which has neither). */
+ * constructor cannot invert a lock order. The file is found as the caller would have
+ * found it (its DT_RUNPATH, $ORIGIN, namespace), not as the payload would. */
 static void *hk_dlopen(const char *file, int mode)
 {
-	void *h = REAL(HK_DLOPEN, void *(*)(const char *, int))(file, mode);
+	void *h =
+	    hp_dlopen_as(__builtin_return_address(0), REAL(HK_DLOPEN, hp_dlopen_fn), file, mode);
 	if (!h)
 		return h;
 	GUARDED;

@@ -5,6 +5,7 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/payload.h payload/start.c \
 	payload/got.c payload/got.h \
 	payload/hooks.c payload/hooks.h \
+	payload/dlcaller.c payload/dlcaller.h \
 	payload/threads.c payload/threads.h \
 	payload/stacks.c payload/stacks.h \
 	payload/unwind.c payload/unwind.h \

@@ -57,6 +57,13 @@ tests_targets_dl_target_LDADD = -ldl
 tests_targets_libdltest_so_SOURCES = tests/targets/dltest.c
 tests_targets_libdltest_so_CFLAGS = $(HP_TARGET_CFLAGS) -fPIC
 tests_targets_libdltest_so_LDFLAGS = -shared -Wl,--no-undefined -Wl,-z,lazy
+# Finds libdltest.so through its own DT_RUNPATH ($ORIGIN/plugins), as a plugin host does.
+check_PROGRAMS += tests/targets/libdlrunpath.so
+tests_targets_libdlrunpath_so_SOURCES = tests/targets/dlrunpath.c
+tests_targets_libdlrunpath_so_CFLAGS = $(HP_TARGET_CFLAGS) -fPIC
+tests_targets_libdlrunpath_so_LDFLAGS = -shared -Wl,--no-undefined -Wl,--enable-new-dtags \
+	-Wl,-rpath,'$$ORIGIN/plugins'
+tests_targets_libdlrunpath_so_LDADD = -ldl
 
 # mt-target with malloc from jemalloc or tcmalloc; their tests skip when it is not built.
 # --no-as-needed: the allocator must be linked even where the linker defaults to as-needed.
@@ -80,6 +87,7 @@ HP_STATE_TESTS = \
 	tests/integration/test-e2e-fork-storm.sh \
 	tests/integration/test-e2e-dlopen.sh \
 	tests/integration/test-e2e-dlopen-brief.sh \
+	tests/integration/test-e2e-dlopen-runpath.sh \
 	tests/integration/test-e2e-jemalloc.sh \
 	tests/integration/test-e2e-tcmalloc.sh
 TESTS += $(HP_STATE_TESTS)

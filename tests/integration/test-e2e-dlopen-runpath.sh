@@ -1,0 +1,60 @@
+#!/bin/bash
+# test-e2e-dlopen-runpath.sh - a library that dlopens a plugin through its own DT_RUNPATH
+# and $ORIGIN keeps finding it while attached.
+#
+# glibc resolves a bare name and $ORIGIN relative to dlopen's caller, which the dlopen hook
+# must not turn into the payload. lib/libdlrunpath.so (tests/targets/dlrunpath.c, DT_RUNPATH
+# $ORIGIN/plugins) dlopens "libdltest.so", which only lib/plugins/ holds, and
+# "$ORIGIN/plugins/libdltest.so"; dl-target loads and unloads it. Checks: the cycles work
+# before attaching (the layout is right); attached, 4 cycles work, and the plugin's
+# dltest_alloc site has its exact counts (the plugin was patched when loaded); the detach
+# is clean and the target exits 0.
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+K=200 N=4
+target=$HP_TARGETS/dl-target
+src=$top_srcdir/tests/targets/dltest.c
+hp_require_python
+hp_require_ptrace
+hp_require_binaries "$target" "$HP_TARGETS/libdltest.so" "$HP_TARGETS/libdlrunpath.so"
+line=$(hp_source_line "$src" '/* HP_SITE_DLTEST */') || exit 99
+mkdir -p "$hp_tmp/lib/plugins"
+cp "$HP_TARGETS/libdlrunpath.so" "$hp_tmp/lib/"
+cp "$HP_TARGETS/libdltest.so" "$hp_tmp/lib/plugins/"
+
+hp_go()
+{
+	local n
+
+	n=$(hp_count_lines "$TARGET_OUT" '^(done|failed)$')
+	hp_send "go $1 $2"
+	hp_wait_line "$TARGET_OUT" '^(done|failed)$' 30 $((n + 1)) || hp_fail "no answer to 'go $1 $2'"
+	grep -q '^failed$' "$TARGET_OUT" && hp_fail "'go $1 $2' $3 failed: $(cat "$hp_tmp"/target*.err)"
+	hp_ok "$1 cycles $3: the plugin found through DT_RUNPATH and \$ORIGIN"
+}
+
+hp_start_target "$target" "$hp_tmp/lib/libdlrunpath.so" $K
+hp_go 1 10 "before attaching"
+fds=$(hp_fd_count "$TARGET_PID")
+hp_attach --batch --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID"
+hp_go $N 100 "attached"
+rounds=$(hp_count_lines "$hp_tmp/attach.out" "$HP_ROUND_RE")
+hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 $((rounds + 2)) ||
+	hp_fail "no round lines after the cycles"
+hp_detach_session "$fds"
+
+# The first "go" ran unprofiled; its kept blocks are freed in the first profiled one.
+allocs=$((N * K))
+frees=$((N * K / 2 + (N - 1) * K / 2))
+abytes=0
+lbytes=0
+for ((k = 0; k < K; k++)); do
+	abytes=$((abytes + N * (56 + k % 8)))
+	((k % 2)) || lbytes=$((lbytes + 56 + k % 8))
+done
+hp_view_json hotspots --top 0
+hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" \
+	$allocs $frees $abytes $((K / 2)) $lbytes || hp_fail "the plugin's dltest_alloc site is wrong"
+hp_ok "the plugin's dltest_alloc site is exact over $N loads"
+hp_stop_target
