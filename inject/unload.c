@@ -23,6 +23,8 @@
 #define QUIESCE_DELAY_MS 10
 #define MAX_RANGES 16
 #define MAX_FDS 16
+/* References a killed injector can leave: each attach or detach holds at most two. */
+#define MAX_LEAKED_REFS 16
 
 /* What a heapprof that died mid-way can leave in the target besides the payload: the
  * trampolines of calls it did not see return (tramp.h) and the memfd the payload is loaded
@@ -219,6 +221,22 @@ static int release_attach_ref(pid_t pid, const struct hp_libc_fns *f, uint64_t h
 		return -1;
 	t.syscall_insn = f->syscall_insn;
 	int r = handle ? hp_call_dlclose(&t, f, handle, err) : 0;
+	/* Still loaded: an injector killed between a dlopen and its dlclose (the attach's
+	 * RTLD_NOLOAD reference around heapprof_stop) left a reference. Nothing but heapprof
+	 * opens the payload by its soname, and the session lock keeps every other heapprof
+	 * out, so these are dropped too: each round takes one more reference, which proves
+	 * the payload still loaded, and drops two. */
+	for (int i = 0; handle && !r && i < MAX_LEAKED_REFS && hp_payload_mapped(pid) == 1; i++) {
+		uint64_t h = 0;
+		char msg[256];
+		r = hp_call_dlopen(&t, f, HP_PAYLOAD_SONAME, RTLD_NOW | RTLD_NOLOAD, &h, msg,
+				   sizeof msg, err);
+		if (r || !h)
+			break;
+		r = hp_call_dlclose(&t, f, h, err);
+		if (!r)
+			r = hp_call_dlclose(&t, f, h, err);
+	}
 	for (int i = 0; !r && i < lo->nfds; i++)
 		r = hp_call_close(&t, f, lo->fds[i], err);
 	for (int i = lo->nranges - lo->ntramps; !r && i < lo->nranges; i++)
