@@ -1,10 +1,11 @@
 /* livemap.h - the exact map of live blocks: address -> (stack id, size, birth, sampled).
  *
- * Contract: sharded by address; each shard is an open-addressed table (linear probing,
- * backward-shift deletion) in mmap'd memory, grown under its own spinlock when
- * hp_mem_admit allows it. An entry is HP_LIVE_ENTRY_BYTES. Nothing here calls out of the
- * payload while holding a lock but the mmap of a grow. A refused or failed grow drops
- * the insert (the caller counts it lost; its later free is then a miss).
+ * Contract: sharded by 2 MB address region (see shard_of in livemap.c); each shard is
+ * an open-addressed table (linear probing, backward-shift deletion) in mmap'd memory,
+ * grown under its own spinlock when hp_mem_admit allows it. An entry is
+ * HP_LIVE_ENTRY_BYTES. Nothing here calls out of the payload while holding a lock but the
+ * mmap of a grow. A refused or failed grow drops the insert (the caller counts it lost;
+ * its later free is then a miss).
  * When sampling from the start, most frees are of blocks never inserted: a filter of
  * saturating counters by address hash (hp_live_maybe, one load) spares them the locked
  * lookup. A sampling switch mid-run leaves it off, since blocks are already in the map.
