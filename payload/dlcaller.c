@@ -108,7 +108,8 @@ static void *search(struct scratch *s, struct link_map *lm, Lmid_t ns, hp_dlopen
 	return open_in(ns, real, name, mode);
 }
 
-void *hp_dlopen_as(const void *caller, hp_dlopen_fn real, const char *file, int mode)
+void *hp_dlopen_as(const void *caller, hp_dlopen_fn real, hp_dlopen_fn probe, const char *file,
+		   int mode)
 {
 	Dl_info info;
 	struct link_map *lm = NULL;
@@ -122,10 +123,12 @@ void *hp_dlopen_as(const void *caller, hp_dlopen_fn real, const char *file, int 
 		return open_in(ns, real, file, mode);
 	/* An object already loaded under this name is found before any search. */
 	if (bare) {
-		void *h = open_in(ns, real, file, mode | RTLD_NOLOAD);
+		void *h =
+		    ns == LM_ID_BASE ? probe(file, mode) : dlmopen(ns, file, mode | RTLD_NOLOAD);
 		if (h)
 			return h;
-		dlerror(); /* the probe's "cannot open" is not the caller's error */
+		if (ns != LM_ID_BASE)
+			dlerror();
 	}
 	struct scratch *s = hp_map(sizeof *s);
 	if (!s)

@@ -18,6 +18,10 @@
 
 typedef void *(*hp_dlopen_fn)(const char *file, int mode);
 
-void *hp_dlopen_as(const void *caller, hp_dlopen_fn real, const char *file, int mode);
+/* probe(file, mode) must be real(file, mode | RTLD_NOLOAD) with the caller's allocations
+ * unrecorded and the error of a miss cleared: libc allocates the message of a miss, which
+ * the application never asked for. */
+void *hp_dlopen_as(const void *caller, hp_dlopen_fn real, hp_dlopen_fn probe, const char *file,
+		   int mode);
 
 #endif

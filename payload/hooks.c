@@ -404,14 +404,26 @@ HOOK_DEL3(hk_del_arr_sz_al, HK_DEL_ARR_SZ_AL, size_t, size_t)
 HOOK_DEL3(hk_del_al_nt, HK_DEL_AL_NT, size_t, const void *)
 HOOK_DEL3(hk_del_arr_al_nt, HK_DEL_ARR_AL_NT, size_t, const void *)
 
+/* hp_dlopen_as's probe for an object already loaded: a miss makes libc allocate an error
+ * message the application never asked for, so it is neither recorded nor left behind. */
+static void *dlopen_probe(const char *file, int mode)
+{
+	GUARDED;
+	(void)t;
+	void *h = REAL(HK_DLOPEN, hp_dlopen_fn)(file, mode | RTLD_NOLOAD);
+	if (!h)
+		dlerror();
+	return h;
+}
+
 /* Modules a dlopen brings in are patched right after it returns, outside any lock of ours:
  * the patching itself runs under dl_iterate_phdr's lock only, so a dlopen nested in a
  * constructor cannot invert a lock order. The file is found as the caller would have
  * found it (its DT_RUNPATH, $ORIGIN, namespace), not as the payload would. */
 static void *hk_dlopen(const char *file, int mode)
 {
-	void *h =
-	    hp_dlopen_as(__builtin_return_address(0), REAL(HK_DLOPEN, hp_dlopen_fn), file, mode);
+	void *h = hp_dlopen_as(__builtin_return_address(0), REAL(HK_DLOPEN, hp_dlopen_fn),
+			       dlopen_probe, file, mode);
 	if (!h)
 		return h;
 	GUARDED;
