@@ -572,6 +572,7 @@ void pf_free(struct profile *p)
 	u64map_free(&p->stack_by_id);
 	u64map_free(&p->symbol_by_addr);
 	u64map_free(&p->site_by_addr);
+	free(p->module_canon);
 	memset(p, 0, sizeof *p);
 }
 

@@ -138,6 +138,7 @@ struct profile {
 	uint64_t peak_live_bytes;   /* max live_bytes over the rounds */
 	char warning[256];	    /* one line, empty if the file is complete */
 
+	uint32_t *module_canon; /* per module: the first with its path and build-id (sites.c) */
 	struct u64map module_by_id, stack_by_id, symbol_by_addr, site_by_addr;
 	struct u64map size_by_code, stack_size_by_code;
 };
@@ -150,10 +151,14 @@ const struct hp_round *pf_last_round(const struct profile *p);
 const struct pf_symbol *pf_symbol_at(const struct profile *p, uint64_t addr);
 /* The module holding addr: the symbol's module if it names one, else by address range. */
 const struct pf_module *pf_module_of(const struct profile *p, uint64_t addr);
-/* Fills p->sites from the stacks' totals; pf_load calls it. 0, or -1 when out of memory. */
+/* Fills p->sites from the stacks' totals; pf_load calls it. A site is the return address
+ * into the allocating code, taken as module and offset, so a library loaded again at
+ * another address keeps its sites. 0, or -1 when out of memory. */
 int pf_build_sites(struct profile *p);
 /* Index in p->sites of the site of stack st, or -1 if it has none (no numbers). */
 long pf_site_of(const struct profile *p, const struct pf_stack *st);
+/* The site of the allocating code at addr (in any load of its module), or NULL. */
+const struct pf_site *pf_site_at(const struct profile *p, uint64_t addr);
 
 /* A stack's live numbers after round index r (0 before its first SITES entry). */
 struct pf_point pf_stack_live_at(const struct pf_stack *st, size_t r);

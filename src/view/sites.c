@@ -19,6 +19,61 @@ static int stack_has_numbers(const struct pf_stack *s)
 	       s->has_live;
 }
 
+static uint64_t module_hash(const struct pf_module *m)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *c = m->path ? m->path : ""; *c; c++)
+		h = (h ^ (uint8_t)*c) * 1099511628211ull;
+	for (size_t i = 0; i < m->build_id_len; i++)
+		h = (h ^ m->build_id[i]) * 1099511628211ull;
+	return h;
+}
+
+static int same_module(const struct pf_module *a, const struct pf_module *b)
+{
+	return !strcmp(a->path ? a->path : "", b->path ? b->path : "") &&
+	       a->build_id_len == b->build_id_len &&
+	       (!a->build_id_len || !memcmp(a->build_id, b->build_id, a->build_id_len));
+}
+
+/* Each module's first load: the module with its path and build-id that came first. */
+static int canon_modules(struct profile *p)
+{
+	free(p->module_canon);
+	p->module_canon = calloc(p->nmodules ? p->nmodules : 1, sizeof *p->module_canon);
+	if (!p->module_canon)
+		return -1;
+	struct u64map first = {0};
+	for (size_t i = 0; i < p->nmodules; i++) {
+		uint64_t h = module_hash(&p->modules[i]);
+		long j = u64map_get(&first, h);
+		if (j >= 0 && same_module(&p->modules[j], &p->modules[i])) {
+			p->module_canon[i] = (uint32_t)j;
+			continue;
+		}
+		p->module_canon[i] = (uint32_t)i;
+		if (j < 0 && u64map_put(&first, h, i) < 0) {
+			u64map_free(&first);
+			return -1;
+		}
+	}
+	u64map_free(&first);
+	return 0;
+}
+
+/* A site is the same code wherever its module was loaded: a library unloaded and loaded
+ * again at another address gives its call sites new return addresses. The key is the
+ * module's first load and the offset in it (bit 63 set: no user address has it); a frame
+ * of no known module keys by its address. */
+static uint64_t site_key(const struct profile *p, uint64_t addr)
+{
+	const struct pf_module *m = pf_module_of(p, addr);
+	if (!m || !p->module_canon || addr < m->bias || addr - m->bias >= (1ull << 40))
+		return addr;
+	uint64_t canon = p->module_canon[m - p->modules];
+	return 1ull << 63 | canon << 40 | (addr - m->bias);
+}
+
 int pf_build_sites(struct profile *p)
 {
 	free(p->sites);
@@ -27,6 +82,8 @@ int pf_build_sites(struct profile *p)
 	p->nsites = 0;
 	if (!p->nstacks)
 		return 0;
+	if (canon_modules(p) < 0)
+		return -1;
 	/* At most one site per stack, so one allocation up front suffices. */
 	p->sites = calloc(p->nstacks, sizeof *p->sites);
 	if (!p->sites)
@@ -39,11 +96,11 @@ int pf_build_sites(struct profile *p)
 		while (f + 1 < st->depth && frame_is_allocator(p, st->frames[f]))
 			f++;
 		st->site_frame = f;
-		uint64_t addr = st->frames[f];
-		long si = u64map_get(&p->site_by_addr, addr);
+		uint64_t addr = st->frames[f], key = site_key(p, addr);
+		long si = u64map_get(&p->site_by_addr, key);
 		struct pf_site *site;
 		if (si < 0) {
-			if (u64map_put(&p->site_by_addr, addr, p->nsites) < 0)
+			if (u64map_put(&p->site_by_addr, key, p->nsites) < 0)
 				return -1;
 			site = &p->sites[p->nsites++];
 			site->addr = addr;
@@ -71,5 +128,11 @@ long pf_site_of(const struct profile *p, const struct pf_stack *st)
 {
 	if (!st->depth || !stack_has_numbers(st))
 		return -1;
-	return u64map_get(&p->site_by_addr, st->frames[st->site_frame]);
+	return u64map_get(&p->site_by_addr, site_key(p, st->frames[st->site_frame]));
+}
+
+const struct pf_site *pf_site_at(const struct profile *p, uint64_t addr)
+{
+	long i = u64map_get(&p->site_by_addr, site_key(p, addr));
+	return i >= 0 ? &p->sites[i] : NULL;
 }

@@ -283,9 +283,8 @@ hp_check_helpers_gone()
 }
 
 # hp_check_site JSON FUNC FILE-SUFFIX LINE ALLOCS FREES ALLOC-BYTES LIVE-BLOCKS LIVE-BYTES:
-# the hotspots JSON has exactly one site whose function is FUNC ("~FUNC": contains it;
-# "+FUNC": the sum of all its sites, which must share a file and line) with those exact
-# numbers, and its file and line are the given ones.
+# the hotspots JSON has exactly one site whose function is FUNC ("~FUNC": contains it) with
+# those exact numbers, and its file and line are the given ones.
 hp_check_site()
 {
 	python3 - "$@" <<'EOF'
@@ -297,16 +296,6 @@ if not isinstance(sites, list):
     sys.exit("hotspots --json did not give an array")
 if func.startswith("~"):
     match = [s for s in sites if func[1:] in (s.get("function") or "")]
-elif func.startswith("+"):
-    # Every site of the function, summed: a library reloaded at another address gives
-    # the same code new return addresses, so new stacks and sites.
-    func = func[1:]
-    match = [s for s in sites if s.get("function") == func]
-    if match and len({(m.get("file"), m.get("line")) for m in match}) == 1:
-        total = dict(match[0])
-        for key in ("allocations", "frees", "allocated_bytes", "live_blocks", "live_bytes"):
-            total[key] = sum(m.get(key) or 0 for m in match)
-        match = [total]
 else:
     match = [s for s in sites if s.get("function") == func]
 if len(match) != 1:

@@ -40,10 +40,10 @@ for ((k = 0; k < K; k++)); do
 	((k % 2)) || lbytes=$((lbytes + 56 + k % 8))
 done
 hp_view_json hotspots --top 0
-hp_check_site "$hp_tmp/hotspots.json" +dltest_alloc dltest.c "$line" \
+hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" \
 	$allocs $frees $abytes $((K / 2)) $lbytes || hp_fail "the dltest_alloc site is wrong"
 hp_ok "dltest_alloc site named and exact"
-hp_check_site "$hp_tmp/hotspots.json" +dltest_cache_alloc dltest.c "$line_cache" \
+hp_check_site "$hp_tmp/hotspots.json" dltest_cache_alloc dltest.c "$line_cache" \
 	$N $N $((N * 200)) 0 0 || hp_fail "the dltest_cache_alloc site is wrong"
 hp_ok "dltest_cache_alloc site named and exact"
 hp_stop_target

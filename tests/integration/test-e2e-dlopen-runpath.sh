@@ -54,7 +54,7 @@ for ((k = 0; k < K; k++)); do
 	((k % 2)) || lbytes=$((lbytes + 56 + k % 8))
 done
 hp_view_json hotspots --top 0
-hp_check_site "$hp_tmp/hotspots.json" +dltest_alloc dltest.c "$line" \
+hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" \
 	$allocs $frees $abytes $((K / 2)) $lbytes || hp_fail "the plugin's dltest_alloc site is wrong"
 hp_ok "the plugin's dltest_alloc site is exact over $N loads"
 hp_stop_target

@@ -275,12 +275,6 @@ static int file_has(const char *path, const char *needle)
 	return system(cmd) == 0;
 }
 
-static const struct pf_site *site_at(const struct profile *p, uint64_t addr)
-{
-	long i = u64map_get(&p->site_by_addr, addr);
-	return i >= 0 ? &p->sites[i] : NULL;
-}
-
 /* A plain least-squares fit, to check the step-function one against. */
 static void naive_fit(const double *x, const double *y, size_t n, double *slope, double *r2)
 {
@@ -311,8 +305,8 @@ static void test_model(void **state)
 	assert_int_equal(p.rounds[0].live_bytes, 10816);
 	assert_int_equal(p.nsites, 3);
 
-	const struct pf_site *leak = site_at(&p, A_LEAK), *temp = site_at(&p, A_TEMP),
-			     *tpl = site_at(&p, A_TPL);
+	const struct pf_site *leak = pf_site_at(&p, A_LEAK), *temp = pf_site_at(&p, A_TEMP),
+			     *tpl = pf_site_at(&p, A_TPL);
 	assert_non_null(leak);
 	assert_non_null(temp);
 	assert_non_null(tpl);

@@ -218,12 +218,6 @@ static int teardown(void **state)
 	return rmdir(dir);
 }
 
-static const struct pf_site *site_at(const struct profile *p, uint64_t addr)
-{
-	long i = u64map_get(&p->site_by_addr, addr);
-	return i >= 0 ? &p->sites[i] : NULL;
-}
-
 static void test_model(void **state)
 {
 	(void)state;
@@ -245,7 +239,7 @@ static void test_model(void **state)
 
 	/* Stacks 1, 2 and 3 (malloc skipped) meet at my_func. */
 	assert_int_equal(p.nsites, 3);
-	const struct pf_site *s = site_at(&p, A_MYFUNC);
+	const struct pf_site *s = pf_site_at(&p, A_MYFUNC);
 	assert_non_null(s);
 	assert_int_equal(s->nstacks, 3);
 	assert_int_equal(s->tot.allocs, 50);
@@ -255,13 +249,13 @@ static void test_model(void **state)
 	assert_int_equal(pf_live_bytes(&s->tot), 1800);
 	assert_int_equal(p.stacks[s->top_stack].id, 3);
 	assert_int_equal(p.stacks[s->top_stack].site_frame, 1);
-	assert_null(site_at(&p, A_MALLOC));
+	assert_null(pf_site_at(&p, A_MALLOC));
 
-	s = site_at(&p, A_UNRES);
+	s = pf_site_at(&p, A_UNRES);
 	assert_non_null(s);
 	assert_int_equal(s->tot.allocs, 1);
 	assert_int_equal(pf_live_bytes(&s->tot), 0);
-	assert_non_null(site_at(&p, A_OTHER));
+	assert_non_null(pf_site_at(&p, A_OTHER));
 
 	assert_true(
 	    hp_is_allocator_function("operator new[](unsigned long, std::nothrow_t const&)"));
@@ -275,6 +269,60 @@ static void test_model(void **state)
 	pf_free(&p);
 }
 
+/* A library unloaded and loaded again at another address: its allocation site has a new
+ * return address, and is still one site; another library with the same offset is not. */
+static void test_reloaded_module(void **state)
+{
+	(void)state;
+	const uint64_t b1 = 0x7f1000000000ull, b2 = 0x7f2000000000ull, b3 = 0x7f3000000000ull;
+	char path[128];
+	snprintf(path, sizeof path, "%s/reload.hpf", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(hp_write_header(fd), 0);
+	struct hp_hello h = {.pid = 1, .mode = HP_MODE_FULL, .interval_ms = 1000, .max_depth = 64};
+	assert_int_equal(hp_write_record(fd, HP_REC_HELLO, &h, sizeof h), 0);
+	put_module(fd, 1, "/usr/bin/myprog", MOD_EXE_BIAS, 0x100000);
+	put_module(fd, 2, "/opt/lib/plugin.so", b1, 0x10000);
+	put_module(fd, 3, "/opt/lib/plugin.so", b2, 0x10000);
+	put_module(fd, 4, "/opt/lib/other.so", b3, 0x10000);
+	const uint64_t s1[] = {b1 + 0x100, A_MAIN}, s2[] = {b2 + 0x100, A_MAIN},
+		       s3[] = {b3 + 0x100, A_MAIN};
+	put_stack(fd, 1, s1, 2);
+	put_stack(fd, 2, s2, 2);
+	put_stack(fd, 3, s3, 2);
+	put_sym1(fd, b1 + 0x100, 2, "plug_alloc", "plug.c", 9);
+	put_sym1(fd, b2 + 0x100, 3, "plug_alloc", "plug.c", 9);
+	put_sym1(fd, b3 + 0x100, 4, "other_alloc", "other.c", 3);
+	put_sym1(fd, A_MAIN, 1, "main", "src/main.c", 10);
+	const struct hp_site_delta d[] = {
+	    {.stack_id = 1, .allocs = 4, .alloc_bytes = 400, .frees = 4, .freed_bytes = 400},
+	    {.stack_id = 2, .allocs = 6, .alloc_bytes = 600, .frees = 1, .freed_bytes = 100},
+	    {.stack_id = 3, .allocs = 1, .alloc_bytes = 8},
+	};
+	put_sites(fd, d, 3);
+	put_round(fd, 1, 1000000000, 11, 1008, 5, 500);
+	close(fd);
+
+	struct profile p;
+	struct hp_error e = {0};
+	assert_int_equal(pf_load(&p, path, &e), 0);
+	assert_int_equal(p.nsites, 2);
+	const struct pf_site *s = pf_site_at(&p, b1 + 0x100);
+	assert_non_null(s);
+	assert_int_equal(s->nstacks, 2);
+	assert_int_equal(s->tot.allocs, 10);
+	assert_int_equal(s->tot.frees, 5);
+	assert_int_equal(pf_live_bytes(&s->tot), 500);
+	assert_int_equal(pf_site_of(&p, &p.stacks[1]), s - p.sites);
+	assert_ptr_equal(pf_site_at(&p, b2 + 0x100), s);
+	s = pf_site_at(&p, b3 + 0x100);
+	assert_non_null(s);
+	assert_int_equal(s->tot.allocs, 1);
+	pf_free(&p);
+	unlink(path);
+}
+
 static void test_truncated_model(void **state)
 {
 	(void)state;
@@ -286,7 +334,7 @@ static void test_truncated_model(void **state)
 	assert_non_null(strstr(p.warning, "cut short"));
 	assert_int_equal(p.nrounds, 2);
 	assert_false(p.has_end);
-	const struct pf_site *s = site_at(&p, A_UNRES);
+	const struct pf_site *s = pf_site_at(&p, A_UNRES);
 	assert_non_null(s);
 	assert_int_equal(s->tot.frees, 0);
 	pf_free(&p);
@@ -454,11 +502,9 @@ static void test_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_model),
-	    cmocka_unit_test(test_truncated_model),
-	    cmocka_unit_test(test_hotspots_json),
-	    cmocka_unit_test(test_overview_json),
-	    cmocka_unit_test(test_text_and_truncated),
+	    cmocka_unit_test(test_model),	    cmocka_unit_test(test_reloaded_module),
+	    cmocka_unit_test(test_truncated_model), cmocka_unit_test(test_hotspots_json),
+	    cmocka_unit_test(test_overview_json),   cmocka_unit_test(test_text_and_truncated),
 	    cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
