@@ -91,7 +91,7 @@ HP_STATE_TESTS = \
 	tests/integration/test-e2e-jemalloc.sh \
 	tests/integration/test-e2e-tcmalloc.sh
 TESTS += $(HP_STATE_TESTS)
-EXTRA_DIST += $(HP_STATE_TESTS)
+EXTRA_DIST += $(HP_STATE_TESTS) tests/integration/lib-dltest.sh
 
 # Seccomp (issue 5): the filter evaluator against real filters, and attaching to a target
 # under a filter that allows what heapprof needs, one that kills on it, and a thread in

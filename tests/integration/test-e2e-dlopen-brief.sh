@@ -9,6 +9,8 @@
 # library, and its unload went out after the stacks captured in it.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/integration/lib-dltest.sh
+. "$(dirname "$0")/lib-dltest.sh"
 
 K=100 N=3
 target=$HP_TARGETS/dl-target
@@ -31,18 +33,8 @@ hp_ok "$N dlopen/dlclose cycles within one round"
 hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 3 || hp_fail "no round line after the cycles"
 hp_detach_session "$fds"
 
-allocs=$((N * K))
-frees=$((N * K / 2 + (N - 1) * K / 2))
-abytes=0
-lbytes=0
-for ((k = 0; k < K; k++)); do
-	abytes=$((abytes + N * (56 + k % 8)))
-	((k % 2)) || lbytes=$((lbytes + 56 + k % 8))
-done
 hp_view_json hotspots --top 0
-hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" \
-	$allocs $frees $abytes $((K / 2)) $lbytes || hp_fail "the dltest_alloc site is wrong"
-hp_ok "dltest_alloc site named and exact"
+dl_check_alloc_site $N $K "$line"
 hp_check_site "$hp_tmp/hotspots.json" dltest_cache_alloc dltest.c "$line_cache" \
 	$N $N $((N * 200)) 0 0 || hp_fail "the dltest_cache_alloc site is wrong"
 hp_ok "dltest_cache_alloc site named and exact"

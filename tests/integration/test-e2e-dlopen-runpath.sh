@@ -11,6 +11,8 @@
 # is clean and the target exits 0.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/integration/lib-dltest.sh
+. "$(dirname "$0")/lib-dltest.sh"
 
 K=200 N=4
 target=$HP_TARGETS/dl-target
@@ -23,38 +25,17 @@ mkdir -p "$hp_tmp/lib/plugins"
 cp "$HP_TARGETS/libdlrunpath.so" "$hp_tmp/lib/"
 cp "$HP_TARGETS/libdltest.so" "$hp_tmp/lib/plugins/"
 
-hp_go()
-{
-	local n
-
-	n=$(hp_count_lines "$TARGET_OUT" '^(done|failed)$')
-	hp_send "go $1 $2"
-	hp_wait_line "$TARGET_OUT" '^(done|failed)$' 30 $((n + 1)) || hp_fail "no answer to 'go $1 $2'"
-	grep -q '^failed$' "$TARGET_OUT" && hp_fail "'go $1 $2' $3 failed: $(cat "$hp_tmp"/target*.err)"
-	hp_ok "$1 cycles $3: the plugin found through DT_RUNPATH and \$ORIGIN"
-}
-
 hp_start_target "$target" "$hp_tmp/lib/libdlrunpath.so" $K
-hp_go 1 10 "before attaching"
+dl_go 1 10 "before attaching"
 fds=$(hp_fd_count "$TARGET_PID")
 hp_attach --batch --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID"
-hp_go $N 100 "attached"
+dl_go $N 100 "attached"
 rounds=$(hp_count_lines "$hp_tmp/attach.out" "$HP_ROUND_RE")
 hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 $((rounds + 2)) ||
 	hp_fail "no round lines after the cycles"
 hp_detach_session "$fds"
 
 # The first "go" ran unprofiled; its kept blocks are freed in the first profiled one.
-allocs=$((N * K))
-frees=$((N * K / 2 + (N - 1) * K / 2))
-abytes=0
-lbytes=0
-for ((k = 0; k < K; k++)); do
-	abytes=$((abytes + N * (56 + k % 8)))
-	((k % 2)) || lbytes=$((lbytes + 56 + k % 8))
-done
 hp_view_json hotspots --top 0
-hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" \
-	$allocs $frees $abytes $((K / 2)) $lbytes || hp_fail "the plugin's dltest_alloc site is wrong"
-hp_ok "the plugin's dltest_alloc site is exact over $N loads"
+dl_check_alloc_site $N $K "$line"
 hp_stop_target

@@ -12,6 +12,8 @@
 # and file and line; detach is clean; the target exits 0 with its blocks intact.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/integration/lib-dltest.sh
+. "$(dirname "$0")/lib-dltest.sh"
 
 K=1000 N=10
 target=$HP_TARGETS/dl-target
@@ -23,43 +25,21 @@ hp_require_binaries "$target" "$lib"
 line=$(hp_source_line "$src" '/* HP_SITE_DLTEST */') || exit 99
 line_cache=$(hp_source_line "$src" '/* HP_SITE_DLCACHE */') || exit 99
 
-hp_go()
-{
-	local n
-
-	n=$(hp_count_lines "$TARGET_OUT" '^(done|failed)$')
-	hp_send "go $1 $2"
-	hp_wait_line "$TARGET_OUT" '^(done|failed)$' 30 $((n + 1)) || hp_fail "no answer to 'go $1 $2'"
-	grep -q '^failed$' "$TARGET_OUT" && hp_fail "'go $1 $2' failed: $(cat "$hp_tmp"/target*.err)"
-	hp_ok "$1 dlopen/dlclose cycles holding the library $2 ms: each unloaded it"
-}
-
 hp_start_target "$target" "$lib" $K
 fds=$(hp_fd_count "$TARGET_PID")
 hp_maps_clean "$TARGET_PID" || hp_error "the target maps heapprof before attaching"
 hp_attach --batch --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID"
 hp_ok "attached to dl-target (pid $TARGET_PID)"
-hp_go $N 150
+dl_go $N 150
 rounds=$(hp_count_lines "$hp_tmp/attach.out" "$HP_ROUND_RE")
 hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 $((rounds + 2)) ||
 	hp_fail "no round lines after the cycles"
 grep -q "libdltest" "/proc/$TARGET_PID/maps" && hp_fail "libdltest.so is still mapped"
 hp_detach_session "$fds"
 
-n=$N
-allocs=$((n * K))
-frees=$((n * K / 2 + (n - 1) * K / 2))
-abytes=0
-lbytes=0
-for ((k = 0; k < K; k++)); do
-	abytes=$((abytes + n * (56 + k % 8)))
-	((k % 2)) || lbytes=$((lbytes + 56 + k % 8))
-done
 hp_view_json hotspots --top 0
-hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" \
-	$allocs $frees $abytes $((K / 2)) $lbytes || hp_fail "the dltest_alloc site is wrong"
-hp_ok "dltest_alloc site exact over $n loads"
+dl_check_alloc_site $N $K "$line"
 hp_check_site "$hp_tmp/hotspots.json" dltest_cache_alloc dltest.c "$line_cache" \
-	$n $n $((n * 200)) 0 0 || hp_fail "the dltest_cache_alloc site is wrong"
+	$N $N $((N * 200)) 0 0 || hp_fail "the dltest_cache_alloc site is wrong"
 hp_ok "dltest_cache_alloc site exact: the destructor's frees in dlclose counted"
 hp_stop_target

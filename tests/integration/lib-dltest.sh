@@ -1,0 +1,33 @@
+# lib-dltest.sh - what the dlopen tests share: dl-target's "go" command and the exact
+# numbers of libdltest.so's dltest_alloc site (tests/targets/dl-target.c, dltest.c).
+# Sourced after lib.sh.
+
+# dl_go N MS [WHAT]: N dlopen/call/dlclose cycles holding the library MS ms; fails the test
+# unless dl-target answers "done".
+dl_go()
+{
+	local n
+
+	n=$(hp_count_lines "$TARGET_OUT" '^(done|failed)$')
+	hp_send "go $1 $2"
+	hp_wait_line "$TARGET_OUT" '^(done|failed)$' 30 $((n + 1)) || hp_fail "no answer to 'go $1 $2'"
+	grep -q '^failed$' "$TARGET_OUT" && hp_fail "'go $1 $2' ${3:-} failed: $(cat "$hp_tmp"/target*.err)"
+	hp_ok "$1 dlopen/dlclose cycles ${3:-holding the library $2 ms}: each worked"
+}
+
+# dl_check_alloc_site N K LINE: after N profiled calls of dltest_run(K), each freeing its
+# odd blocks and the even ones of the call before, the hotspots JSON has one dltest_alloc
+# site at dltest.c:LINE with exactly those numbers (the last call's even blocks live).
+dl_check_alloc_site()
+{
+	local n=$1 k=$2 line=$3 i abytes=0 lbytes=0
+
+	for ((i = 0; i < k; i++)); do
+		abytes=$((abytes + n * (56 + i % 8)))
+		((i % 2)) || lbytes=$((lbytes + 56 + i % 8))
+	done
+	hp_check_site "$hp_tmp/hotspots.json" dltest_alloc dltest.c "$line" $((n * k)) \
+		$((n * k / 2 + (n - 1) * k / 2)) $abytes $((k / 2)) $lbytes ||
+		hp_fail "the dltest_alloc site is wrong"
+	hp_ok "dltest_alloc site named and exact over $n loads"
+}
