@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buildid.h"
 #include "hpformat.h"
 
 #define MAX_MODULES 16
@@ -154,33 +155,6 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-static size_t build_id(const struct dl_phdr_info *info, const uint8_t **id)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_NOTE)
-			continue;
-		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
-		const uint8_t *end = p + ph->p_memsz;
-		size_t al = ph->p_align == 8 ? 8 : 4;
-		while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
-			ElfW(Nhdr) n;
-			memcpy(&n, p, sizeof n);
-			const uint8_t *name = p + sizeof n;
-			const uint8_t *desc = name + ((n.n_namesz + al - 1) & ~(al - 1));
-			if (desc + n.n_descsz > end)
-				break;
-			if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 &&
-			    memcmp(name, "GNU", 4) == 0) {
-				*id = desc;
-				return n.n_descsz;
-			}
-			p = desc + ((n.n_descsz + al - 1) & ~(al - 1));
-		}
-	}
-	return 0;
-}
-
 /* One MODULE record per loaded object that is a file, as the payload's module scan
  * reports them (the executable under its real path). */
 static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -214,7 +188,7 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	    .start = lo,
 	    .end = hi,
 	    .path_len = (uint16_t)strlen(path),
-	    .build_id_len = (uint16_t)build_id(info, &bid),
+	    .build_id_len = (uint16_t)hp_build_id(info, &bid),
 	};
 	struct buf b = {mods.modrecs, mods.modrecs_len, mods.modrecs_len};
 	uint8_t *d = take(&b, sizeof(struct hp_rec_hdr) + sizeof m + m.path_len + m.build_id_len);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buildid.h"
 #include "got.h"
 #include "hooks.h"
 #include "hpformat.h"
@@ -126,34 +127,6 @@ static void stack_cb(uint32_t id, const uint64_t *frames, uint32_t depth, void *
 	buf_rec(&c.sb, HP_REC_STACK, &s, sizeof s, frames, depth * (uint32_t)sizeof *frames);
 }
 
-static uint16_t build_id(const struct dl_phdr_info *info, const uint8_t **id)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_NOTE)
-			continue;
-		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
-		const uint8_t *end = p + ph->p_memsz;
-		size_t al = ph->p_align == 8 ? 8 : 4;
-		while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
-			ElfW(Nhdr) n;
-			memcpy(&n, p, sizeof n);
-			size_t name_sz = (n.n_namesz + al - 1) & ~(al - 1);
-			size_t desc_sz = (n.n_descsz + al - 1) & ~(al - 1);
-			const uint8_t *name = p + sizeof n, *desc = name + name_sz;
-			if (desc + n.n_descsz > end)
-				break;
-			if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 &&
-			    memcmp(name, "GNU", 4) == 0 && n.n_descsz <= UINT16_MAX) {
-				*id = desc;
-				return (uint16_t)n.n_descsz;
-			}
-			p = desc + desc_sz;
-		}
-	}
-	return 0;
-}
-
 static void module_rec(uint32_t id, uint32_t flags, const struct dl_phdr_info *info)
 {
 	struct hp_module m = {.id = id, .flags = flags};
@@ -166,7 +139,7 @@ static void module_rec(uint32_t id, uint32_t flags, const struct dl_phdr_info *i
 		m.bias = info->dlpi_addr;
 		m.start = lo;
 		m.end = hi;
-		m.build_id_len = build_id(info, &bid);
+		m.build_id_len = hp_build_id(info, &bid);
 	}
 	size_t pl = strlen(path);
 	m.path_len = (uint16_t)(pl > UINT16_MAX ? UINT16_MAX : pl);
