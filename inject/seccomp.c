@@ -282,43 +282,41 @@ uint32_t hp_seccomp_eval(const struct hp_bpf_prog *progs, size_t n, const struct
 	return ret;
 }
 
+static const char *fixed_action_name(uint32_t action)
+{
+	switch (action) {
+	case SECCOMP_RET_KILL_PROCESS:
+		return "kill-process";
+	case SECCOMP_RET_KILL_THREAD:
+		return "kill-thread";
+	case SECCOMP_RET_TRAP:
+		return "trap: SIGSYS";
+	case SECCOMP_RET_USER_NOTIF:
+		return "user-notif: a supervisor decides";
+	case SECCOMP_RET_TRACE:
+		return "trace";
+	case SECCOMP_RET_LOG:
+		return "log";
+	case SECCOMP_RET_ALLOW:
+		return "allow";
+	default:
+		return NULL;
+	}
+}
+
 void hp_seccomp_action_name(uint32_t ret, char *buf, size_t len)
 {
-	uint32_t data = ret & SECCOMP_RET_DATA;
-	const char *e;
-	switch (ret & SECCOMP_RET_ACTION_FULL) {
-	case SECCOMP_RET_KILL_PROCESS:
-		snprintf(buf, len, "kill-process");
-		break;
-	case SECCOMP_RET_KILL_THREAD:
-		snprintf(buf, len, "kill-thread");
-		break;
-	case SECCOMP_RET_TRAP:
-		snprintf(buf, len, "trap: SIGSYS");
-		break;
-	case SECCOMP_RET_ERRNO:
-		e = strerrorname_np((int)data);
-		if (e)
-			snprintf(buf, len, "errno %s", e);
-		else
-			snprintf(buf, len, "errno %u", (unsigned)data);
-		break;
-	case SECCOMP_RET_USER_NOTIF:
-		snprintf(buf, len, "user-notif: a supervisor decides");
-		break;
-	case SECCOMP_RET_TRACE:
-		snprintf(buf, len, "trace");
-		break;
-	case SECCOMP_RET_LOG:
-		snprintf(buf, len, "log");
-		break;
-	case SECCOMP_RET_ALLOW:
-		snprintf(buf, len, "allow");
-		break;
-	default:
+	uint32_t action = ret & SECCOMP_RET_ACTION_FULL, data = ret & SECCOMP_RET_DATA;
+	const char *name = fixed_action_name(action), *e;
+	if (name)
+		snprintf(buf, len, "%s", name);
+	else if (action != SECCOMP_RET_ERRNO)
 		/* The kernel kills the process on an action it does not know. */
 		snprintf(buf, len, "unknown action %#x: kill-process", (unsigned)ret);
-	}
+	else if ((e = strerrorname_np((int)data)))
+		snprintf(buf, len, "errno %s", e);
+	else
+		snprintf(buf, len, "errno %u", (unsigned)data);
 }
 
 /* The errno the syscall fails with under ret, or 0 if it does not simply fail. */
