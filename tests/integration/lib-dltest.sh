@@ -2,6 +2,22 @@
 # numbers of libdltest.so's dltest_alloc site (tests/targets/dl-target.c, dltest.c).
 # Sourced after lib.sh.
 
+DL_TARGET=$HP_TARGETS/dl-target
+DL_LIB=$HP_TARGETS/libdltest.so
+
+# dl_require [BINARY...]: skips the test unless python3, ptrace, dl-target, libdltest.so
+# and each BINARY are there; sets line and line_cache, the lines of dltest.c's two sites.
+dl_require()
+{
+	local src=$top_srcdir/tests/targets/dltest.c
+
+	hp_require_python
+	hp_require_ptrace
+	hp_require_binaries "$DL_TARGET" "$DL_LIB" "$@"
+	line=$(hp_source_line "$src" '/* HP_SITE_DLTEST */') || exit 99
+	line_cache=$(hp_source_line "$src" '/* HP_SITE_DLCACHE */') || exit 99
+}
+
 # dl_go N MS [WHAT]: N dlopen/call/dlclose cycles holding the library MS ms; fails the test
 # unless dl-target answers "done".
 dl_go()

@@ -13,16 +13,9 @@
 . "$(dirname "$0")/lib-dltest.sh"
 
 K=100 N=3
-target=$HP_TARGETS/dl-target
-lib=$HP_TARGETS/libdltest.so
-src=$top_srcdir/tests/targets/dltest.c
-hp_require_python
-hp_require_ptrace
-hp_require_binaries "$target" "$lib"
-line=$(hp_source_line "$src" '/* HP_SITE_DLTEST */') || exit 99
-line_cache=$(hp_source_line "$src" '/* HP_SITE_DLCACHE */') || exit 99
+dl_require
 
-hp_start_target "$target" "$lib" $K
+hp_start_target "$DL_TARGET" "$DL_LIB" $K
 fds=$(hp_fd_count "$TARGET_PID")
 hp_attach --batch --interval 1000 --output "$hp_tmp/p.hpf" "$TARGET_PID"
 hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 || hp_fail "no round line"

@@ -15,17 +15,12 @@
 . "$(dirname "$0")/lib-dltest.sh"
 
 K=200 N=4
-target=$HP_TARGETS/dl-target
-src=$top_srcdir/tests/targets/dltest.c
-hp_require_python
-hp_require_ptrace
-hp_require_binaries "$target" "$HP_TARGETS/libdltest.so" "$HP_TARGETS/libdlrunpath.so"
-line=$(hp_source_line "$src" '/* HP_SITE_DLTEST */') || exit 99
+dl_require "$HP_TARGETS/libdlrunpath.so"
 mkdir -p "$hp_tmp/lib/plugins"
 cp "$HP_TARGETS/libdlrunpath.so" "$hp_tmp/lib/"
-cp "$HP_TARGETS/libdltest.so" "$hp_tmp/lib/plugins/"
+cp "$DL_LIB" "$hp_tmp/lib/plugins/"
 
-hp_start_target "$target" "$hp_tmp/lib/libdlrunpath.so" $K
+hp_start_target "$DL_TARGET" "$hp_tmp/lib/libdlrunpath.so" $K
 dl_go 1 10 "before attaching"
 fds=$(hp_fd_count "$TARGET_PID")
 hp_attach --batch --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID"

@@ -16,16 +16,9 @@
 . "$(dirname "$0")/lib-dltest.sh"
 
 K=1000 N=10
-target=$HP_TARGETS/dl-target
-lib=$HP_TARGETS/libdltest.so
-src=$top_srcdir/tests/targets/dltest.c
-hp_require_python
-hp_require_ptrace
-hp_require_binaries "$target" "$lib"
-line=$(hp_source_line "$src" '/* HP_SITE_DLTEST */') || exit 99
-line_cache=$(hp_source_line "$src" '/* HP_SITE_DLCACHE */') || exit 99
+dl_require
 
-hp_start_target "$target" "$lib" $K
+hp_start_target "$DL_TARGET" "$DL_LIB" $K
 fds=$(hp_fd_count "$TARGET_PID")
 hp_maps_clean "$TARGET_PID" || hp_error "the target maps heapprof before attaching"
 hp_attach --batch --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID"
