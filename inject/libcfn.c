@@ -1,9 +1,7 @@
 #include "inject/libcfn.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "inject/elfsym.h"
 #include "inject/maps.h"
@@ -19,30 +17,8 @@ enum {
 	FN_OLD_DLOPEN,
 	FN_OLD_DLSYM,
 	FN_OLD_DLCLOSE,
-	FN_MUNMAP,
-	FN_SYSCALL,
 	FN_COUNT
 };
-
-/* glibc's syscall(): "syscall; cmp $-4095, %rax" within its first bytes. */
-static uint64_t find_syscall_insn(pid_t pid, uint64_t fn)
-{
-	static const unsigned char pat[] = {0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff};
-	unsigned char code[64];
-	char name[64];
-	if (!fn)
-		return 0;
-	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
-	int fd = open(name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = pread(fd, code, sizeof code, (off_t)fn);
-	close(fd);
-	for (ssize_t i = 0; i + (ssize_t)sizeof pat <= n; i++)
-		if (!memcmp(code + i, pat, sizeof pat))
-			return fn + (uint64_t)i;
-	return 0;
-}
 
 int hp_libc_resolve(pid_t pid, struct hp_libc_fns *f, struct hp_error *err)
 {
@@ -54,9 +30,7 @@ int hp_libc_resolve(pid_t pid, struct hp_libc_fns *f, struct hp_error *err)
 						    "close",
 						    "__libc_dlopen_mode",
 						    "__libc_dlsym",
-						    "__libc_dlclose",
-						    "munmap",
-						    "syscall"};
+						    "__libc_dlclose"};
 	struct hp_module_range libc;
 	int r = hp_maps_find(pid, hp_maps_is_libc, &libc);
 	if (r < 0) {
@@ -78,16 +52,15 @@ int hp_libc_resolve(pid_t pid, struct hp_libc_fns *f, struct hp_error *err)
 			     libc.path, (int)pid);
 		return -1;
 	}
-	*f = (struct hp_libc_fns){
-	    a[FN_DLOPEN], a[FN_DLSYM], a[FN_DLCLOSE], a[FN_DLERROR],
-	    a[FN_MEMFD],  a[FN_CLOSE], a[FN_MUNMAP],  find_syscall_insn(pid, a[FN_SYSCALL])};
+	*f = (struct hp_libc_fns){a[FN_DLOPEN],	 a[FN_DLSYM], a[FN_DLCLOSE],
+				  a[FN_DLERROR], a[FN_MEMFD], a[FN_CLOSE]};
 	if (!f->dlopen || !f->dlsym || !f->dlclose) {
 		f->dlopen = a[FN_OLD_DLOPEN];
 		f->dlsym = a[FN_OLD_DLSYM];
 		f->dlclose = a[FN_OLD_DLCLOSE];
 		f->dlerror = 0;
 	}
-	if (!f->dlopen || !f->dlsym || !f->dlclose || !f->memfd_create || !f->close || !f->munmap) {
+	if (!f->dlopen || !f->dlsym || !f->dlclose || !f->memfd_create || !f->close) {
 		hp_error_set(err,
 			     "%s in process %d lacks dlopen or memfd_create: heapprof needs glibc "
 			     ">= 2.27",
@@ -146,17 +119,4 @@ int hp_call_close(struct hp_thread *t, const struct hp_libc_fns *f, int fd, stru
 {
 	uint64_t a = (uint64_t)fd, rc;
 	return hp_remote_call(t, "close", f->close, &a, 1, &rc, err);
-}
-
-int hp_call_munmap(struct hp_thread *t, const struct hp_libc_fns *f, uint64_t addr, uint64_t len,
-		   struct hp_error *err)
-{
-	uint64_t a[2] = {addr, len}, rc;
-	if (hp_remote_call(t, "munmap", f->munmap, a, 2, &rc, err))
-		return -1;
-	if (rc) {
-		hp_error_set(err, "munmap failed in process %d", (int)t->pid);
-		return -1;
-	}
-	return 0;
 }

@@ -3,9 +3,7 @@
  * Contract: hp_libc_resolve finds dlopen, dlsym, dlclose, dlerror, memfd_create and close
  * in the target's own libc (glibc >= 2.34 exports the dl* functions from libc.so.6; older
  * glibc has __libc_dlopen_mode, __libc_dlsym and __libc_dlclose, which are used then and
- * have no dlerror), plus munmap, and syscall_insn: the syscall instruction inside libc's
- * syscall() (0 if it is not recognised), where raw syscalls of a thread stopped outside a
- * syscall are run. Resolution reads files and memory only; do it before holding a thread.
+ * have no dlerror). Resolution reads files only; do it before holding a thread.
  * The hp_call_* helpers run one call in a held thread; each fills err on failure.
  */
 #ifndef HEAPPROF_INJECT_LIBCFN_H
@@ -19,8 +17,7 @@
 #include "inject/ptrace.h"
 
 struct hp_libc_fns {
-	uint64_t dlopen, dlsym, dlclose, dlerror, memfd_create, close, munmap;
-	uint64_t syscall_insn;
+	uint64_t dlopen, dlsym, dlclose, dlerror, memfd_create, close;
 };
 
 int hp_libc_resolve(pid_t pid, struct hp_libc_fns *f, struct hp_error *err);
@@ -37,10 +34,6 @@ int hp_call_dlsym(struct hp_thread *t, const struct hp_libc_fns *f, uint64_t han
 /* dlclose(handle); 0 when it returned 0, else -1 with err naming dlerror()'s text. */
 int hp_call_dlclose(struct hp_thread *t, const struct hp_libc_fns *f, uint64_t handle,
 		    struct hp_error *err);
-
-/* munmap(addr, len) in the target; 0 when it returned 0. */
-int hp_call_munmap(struct hp_thread *t, const struct hp_libc_fns *f, uint64_t addr, uint64_t len,
-		   struct hp_error *err);
 
 /* close(fd) in the target. */
 int hp_call_close(struct hp_thread *t, const struct hp_libc_fns *f, int fd, struct hp_error *err);

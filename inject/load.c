@@ -179,7 +179,6 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	struct hp_thread t;
 	int r = hp_borrow_thread(pid, &t, err);
 	if (!r) {
-		t.syscall_insn = f.syscall_insn;
 		/* Filters can only be read from a stopped thread, and the borrowed one's are
 		 * those our calls run under. */
 		r = hp_seccomp_check(&t, err);

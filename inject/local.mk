@@ -11,7 +11,8 @@ inject_libinject_a_SOURCES = \
 	inject/unwind.c inject/unwind.h \
 	inject/safepoint.c inject/safepoint.h \
 	inject/libcfn.c inject/libcfn.h \
-	inject/tramp.c inject/tramp.h \
+	inject/tramp.c inject/tramp.h inject/faultpoint.h \
+	inject/slack.c inject/slack.h \
 	inject/seccomp.c inject/seccomp.h \
 	inject/load.c inject/unload.c
 

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "inject/faultpoint.h"
 #include "inject/tramp.h"
 
 /* Large enough for every xsave layout known (AMX makes it ~11 KiB); the kernel shortens
@@ -166,37 +167,14 @@ int hp_thread_seize(pid_t pid, pid_t tid, struct hp_thread *t)
 	return 0;
 }
 
-/* At the trampoline's syscall-entry stop, turn its syscall into munmap of the trampoline
- * itself and run it to the syscall-exit stop; the thread does not return to user space
- * before restore_state has pointed it away from the unmapped page. */
-static int unmap_tramp(struct hp_thread *t)
+/* No thread runs the trampoline any more: the one that did is held and restored, and a
+ * call that outlived its timeout (which keeps it) never comes here. */
+static void erase_tramp(struct hp_thread *t)
 {
-	struct user_regs_struct r;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
-		return -errno;
-	r.orig_rax = SYS_munmap;
-	r.rdi = t->tramp;
-	r.rsi = t->tramp_len;
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
-		return -errno;
-	for (int stops = 0; stops < 8; stops++) {
-		int st;
-		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL) < 0)
-			return -errno;
-		int w = hp_wait_thread(t->tid, &st, 1000);
-		if (w)
-			return w;
-		if (WIFEXITED(st) || WIFSIGNALED(st)) {
-			t->dead = 1;
-			return -ESRCH;
-		}
-		if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {
-			t->at_tramp_stop = 0;
-			t->tramp = 0;
-			return 0;
-		}
-	}
-	return -EAGAIN;
+	unsigned char zero[256] = {0};
+	size_t len = hp_tramp_len();
+	if (len <= sizeof zero && pwrite(t->mem_fd, zero, len, (off_t)t->tramp) == (ssize_t)len)
+		t->tramp_owned = 0;
 }
 
 /* The registers are the resume registers (tramp.h): an interrupted syscall is issued again
@@ -205,9 +183,11 @@ static int restore_state(struct hp_thread *t)
 {
 	struct iovec iov = {t->xstate, t->xstate_len};
 	struct user_regs_struct r = hp_resume_regs(&t->regs);
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0 ||
+	/* The registers last: until they are set the thread is still in a call or at the
+	 * trampoline, which restores the mask and the extended state again if we die. */
+	if (ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof t->sigmask, &t->sigmask) < 0 ||
 	    ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_X86_XSTATE, &iov) < 0 ||
-	    ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof t->sigmask, &t->sigmask) < 0)
+	    ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
 		return -errno;
 	return 0;
 }
@@ -219,34 +199,26 @@ int hp_thread_release(struct hp_thread *t, struct hp_error *err)
 		/* Still inside the call: the trampoline restores the thread when it returns. */
 		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
 	} else if (t->attached && !t->dead) {
-		if (t->tramp && t->at_tramp_stop && unmap_tramp(t) < 0 && !t->dead) {
-			hp_error_set(err,
-				     "could not unmap heapprof's trampoline in process %d; "
-				     "heapprof-detach %d removes it",
-				     (int)t->pid, (int)t->pid);
+		/* At the trampoline's stop the resume registers (orig_rax -1) skip its
+		 * syscall; elsewhere they replace the call's. Should we die before they
+		 * are set, the trampoline restores the thread itself. */
+		if (t->modified && restore_state(t) < 0) {
+			if (!t->dead)
+				hp_error_set(err,
+					     "could not restore thread %d of process %d (%s): the "
+					     "process may misbehave; restart it if it does",
+					     (int)t->tid, (int)t->pid, strerror(errno));
 			ret = -1;
-		}
-		if (t->dead) {
-			ret = -1;
-		} else if (t->modified && restore_state(t) < 0) {
-			hp_error_set(
-			    err,
-			    "could not restore thread %d of process %d (%s): the process may "
-			    "misbehave; restart it if it does",
-			    (int)t->tid, (int)t->pid, strerror(errno));
-			ret = -1;
+		} else if (t->tramp_owned) {
+			hp_fault_point("HEAPPROF_TEST_KILL_AFTER", "restore");
+			erase_tramp(t);
 		}
 		long sig = 0;
 		if (t->stop_sig && t->at_signal_stop) {
-			/* Delivered as if it had never been intercepted, with its own siginfo. */
+			/* Delivered as if it had never been intercepted, with its own siginfo.
+			 * No call ever runs from such a stop (safepoint.h). */
 			ptrace(PTRACE_SETSIGINFO, t->tid, NULL, &t->stop_info);
 			sig = t->stop_sig;
-		} else if (t->stop_sig) {
-			/* Only a signal-delivery-stop can inject a signal on detach; queue it
-			 * again instead, with its siginfo when the kernel lets us. */
-			if (syscall(SYS_rt_tgsigqueueinfo, t->pid, t->tid, t->stop_sig,
-				    &t->stop_info) < 0)
-				syscall(SYS_tgkill, t->pid, t->tid, t->stop_sig);
 		}
 		if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)sig) < 0 && errno != ESRCH) {
 			hp_error_set(err, "could not detach from thread %d of process %d (%s)",

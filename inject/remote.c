@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <string.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -12,6 +11,8 @@
 #include <unistd.h>
 
 #include "hpabi.h"
+#include "inject/faultpoint.h"
+#include "inject/slack.h"
 #include "inject/tramp.h"
 
 #define RED_ZONE 128
@@ -72,101 +73,62 @@ static uint64_t call_timeout_ms(const char *what)
 	return HP_CALL_MS;
 }
 
-/* Runs one raw syscall at t->syscall_insn, or at the thread's own syscall instruction when
- * it was stopped in a syscall (the safepoint checked that rip - 2 is one), under
- * PTRACE_SYSCALL up to its exit stop. Only used to map the trampoline: every call after it
- * returns into the trampoline. */
-static int raw_syscall(struct hp_thread *t, uint64_t nr, const uint64_t a[6], uint64_t *ret,
-		       struct hp_error *err)
-{
-	uint64_t insn = (int64_t)t->regs.orig_rax >= 0 ? t->regs.rip - 2 : t->syscall_insn;
-	if (!insn) {
-		hp_error_set(err, "no syscall instruction known in process %d", (int)t->pid);
-		return -1;
-	}
-	struct user_regs_struct r = t->regs;
-	r.rip = insn;
-	r.rax = nr;
-	r.orig_rax = (uint64_t)-1;
-	r.rdi = a[0];
-	r.rsi = a[1];
-	r.rdx = a[2];
-	r.r10 = a[3];
-	r.r8 = a[4];
-	r.r9 = a[5];
-	uint64_t mask = call_sigmask();
-	t->modified = 1;
-	if (ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0 ||
-	    ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0) {
-		hp_error_set(err, "could not set up a syscall in thread %d (%s)", (int)t->tid,
-			     strerror(errno));
-		return -1;
-	}
-	t->at_signal_stop = 0;
-	long sig = 0;
-	for (int entered = 0;;) {
-		int st;
-		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)sig) < 0 ||
-		    hp_wait_thread(t->tid, &st, HP_CALL_MS) < 0) {
-			hp_error_set(err, "syscall %d did not complete in thread %d", (int)nr,
-				     (int)t->tid);
-			return -1;
-		}
-		sig = 0;
-		if (WIFEXITED(st) || WIFSIGNALED(st)) {
-			t->dead = 1;
-			hp_error_set(err, "process %d exited during a syscall", (int)t->pid);
-			return -1;
-		}
-		if (WSTOPSIG(st) == (SIGTRAP | 0x80)) {
-			if (!entered) {
-				entered = 1;
-				continue;
-			}
-			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0) {
-				hp_error_set(err, "could not read thread %d (%s)", (int)t->tid,
-					     strerror(errno));
-				return -1;
-			}
-			*ret = r.rax;
-			return 0;
-		}
-		if (!(st >> 16))
-			sig = WSTOPSIG(st);
-	}
-}
-
+/* Writes the trampoline into zero slack (or finds the one a heapprof that died, or a call
+ * still finishing on its own, left: it is shared, and not ours to remove), then the
+ * thread's frame on its stack. Neither is reachable before a call's registers are set. */
 static int ensure_tramp(struct hp_thread *t, struct hp_error *err)
 {
 	if (t->tramp)
 		return 0;
-	size_t len = hp_tramp_size(t->xstate_len);
-	uint64_t a[6] = {0, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1,
-			 0};
-	uint64_t addr;
-	if (raw_syscall(t, SYS_mmap, a, &addr, err))
-		return -1;
-	if (addr > (uint64_t)-4096) {
-		hp_error_set(err, "mmap failed in process %d (%s): heapprof cannot load into it",
-			     (int)t->pid, strerror(-(int)addr));
+	size_t len = hp_tramp_len();
+	unsigned char *zero = calloc(1, len);
+	if (!zero) {
+		hp_error_set(err, "out of memory");
 		return -1;
 	}
-	t->tramp = addr;
-	t->tramp_len = len;
-	void *img = malloc(len);
+	uint64_t at;
+	int found = hp_slack_find(t->pid, t->mem_fd, hp_tramp_image(), len, &at);
+	int owned = 0;
+	if (found == 0) {
+		found = hp_slack_find(t->pid, t->mem_fd, zero, len, &at);
+		owned = 1;
+	}
+	free(zero);
+	if (found <= 0) {
+		hp_error_set(err,
+			     "process %d has no free room of %zu bytes at the end of its code "
+			     "segments for heapprof's return trampoline: heapprof cannot load into "
+			     "it",
+			     (int)t->pid, len);
+		return -1;
+	}
+	if (owned && pwrite(t->mem_fd, hp_tramp_image(), len, (off_t)at) != (ssize_t)len) {
+		hp_error_set(err, "could not write heapprof's trampoline into process %d (%s)",
+			     (int)t->pid, strerror(errno));
+		return -1;
+	}
+	t->tramp = at;
+	t->tramp_owned = owned;
+
+	size_t flen = hp_tramp_frame_len(t->xstate_len);
+	uint64_t top = t->scratch_top == t->regs.rsp ? t->regs.rsp - RED_ZONE : t->scratch_top;
+	uint64_t frame = (top - flen) & ~(uint64_t)63;
+	unsigned char *img = malloc(flen);
 	if (!img) {
 		hp_error_set(err, "out of memory");
 		return -1;
 	}
 	struct user_regs_struct resume = hp_resume_regs(&t->regs);
-	hp_tramp_build(img, &resume, t->sigmask, t->xstate, t->xstate_len);
-	ssize_t n = pwrite(t->mem_fd, img, len, (off_t)addr);
+	hp_tramp_frame_build(img, &resume, t->sigmask, t->xstate, t->xstate_len);
+	ssize_t n = pwrite(t->mem_fd, img, flen, (off_t)frame);
 	free(img);
-	if (n != (ssize_t)len) {
-		hp_error_set(err, "could not write heapprof's trampoline into process %d (%s)",
-			     (int)t->pid, strerror(errno));
+	if (n != (ssize_t)flen) {
+		hp_error_set(err, "could not write to process %d's stack (%s)", (int)t->pid,
+			     strerror(errno));
 		return -1;
 	}
+	t->frame = frame;
+	t->scratch_top = frame;
 	return 0;
 }
 
@@ -191,6 +153,7 @@ static int prepare(struct hp_thread *t, uint64_t fn, const uint64_t *args, size_
 		*slots[i] = args[i];
 	r.rip = fn;
 	r.rsp = sp;
+	r.rbx = t->frame;
 	r.rax = 0;		   /* no vector registers used by a variadic callee */
 	r.orig_rax = (uint64_t)-1; /* at the trampoline's stop: skip its syscall */
 	r.eflags &= ~(uint64_t)EFLAGS_DF;
@@ -231,17 +194,6 @@ static void abandon(struct hp_thread *t, const char *what, uint64_t ms, struct h
 		     what, (unsigned long long)(ms / 1000), (int)t->tid, (int)t->pid, (int)t->pid);
 }
 
-/* Fault injection for the tests (tests/integration/test-fault-*.sh, make check-stress):
- * HEAPPROF_TEST_KILL_IN=NAME kills this process with SIGKILL while the thread runs the call
- * to NAME, HEAPPROF_TEST_KILL_AFTER=NAME once that call has returned to the trampoline;
- * the target must survive both. */
-static void fault_point(const char *var, const char *what)
-{
-	const char *v = getenv(var);
-	if (v && !strcmp(v, what))
-		kill(getpid(), SIGKILL);
-}
-
 int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uint64_t *args,
 		   size_t nargs, uint64_t *ret, struct hp_error *err)
 {
@@ -259,7 +211,7 @@ int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uin
 			return -1;
 		}
 		sig = 0;
-		fault_point("HEAPPROF_TEST_KILL_IN", what);
+		hp_fault_point("HEAPPROF_TEST_KILL_IN", what);
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000 +
 				 (uint64_t)((now.tv_nsec - t0.tv_nsec) / 1000000);
@@ -287,13 +239,12 @@ int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uin
 			if (regs.rip == stop_ip && regs.orig_rax == SYS_rt_sigprocmask) {
 				t->at_tramp_stop = 1;
 				*ret = regs.r12;
-				fault_point("HEAPPROF_TEST_KILL_AFTER", what);
+				hp_fault_point("HEAPPROF_TEST_KILL_AFTER", what);
 				return 0;
 			}
 			continue; /* a syscall of the callee */
 		}
-		/* Event stops: the interrupt left pending by a signal-delivery-stop at seize,
-		 * or a group-stop; neither concerns our call. */
+		/* Event stops (a group-stop) do not concern our call. */
 		if (st >> 16)
 			continue;
 		siginfo_t si;

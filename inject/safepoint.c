@@ -141,6 +141,11 @@ static int at_syscall_insn(struct hp_thread *t, csh cs)
 
 static int thread_safe(struct hp_thread *t, const struct hp_module_range *loader, csh cs)
 {
+	/* A thread that stopped for a signal of its own gets it back at once (release):
+	 * once calls run from that stop the signal lives only in our memory, and would be
+	 * lost if we died. Let go, it stops at an interrupt next time. */
+	if (t->stop_sig)
+		return 0;
 	if ((int64_t)t->regs.orig_rax >= 0 && !at_syscall_insn(t, cs))
 		return 0;
 	struct check c = {loader, 0};

@@ -3,7 +3,9 @@
  * Contract: reads /proc/PID/task/TID/syscall for every thread without stopping anything
  * and tries threads in this order: blocked in a syscall other than futex, blocked in
  * futex, anything else (running). Only the candidate is seized. It is rejected if it is
- * stopped at a syscall whose instruction capstone does not confirm at rip-2, or if any
+ * stopped for a signal of its own (it gets it back at once, so no signal ever depends on
+ * us staying alive), if it is stopped at a syscall whose instruction capstone does not
+ * confirm at rip-2, or if any
  * frame of its stack (libunwind-ptrace) lies in the dynamic loader or in an allocator,
  * loader, fork or exit function: a remote dlopen there would deadlock on a lock the
  * thread itself holds. A rejected thread is released at once; after a pass finds none,

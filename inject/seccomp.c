@@ -51,12 +51,10 @@ struct need {
  * pthread_create; clock_gettime is left out because it runs in the vDSO, which seccomp
  * does not see. */
 static const struct need needs[] = {
-    /* The injector: the trampoline's mapping, its syscall (skipped, turned into munmap, or
-     * run by the thread itself if heapprof died), the payload's memfd. */
-    {"mmap (r-x anonymous)", SYS_mmap, {0, 0, PROT_READ | PROT_EXEC, ANON, FD_NONE, 0}, 0, 0},
+    /* The injector: the trampoline's syscall (skipped, or run by the thread itself if
+     * heapprof died), the payload's memfd. */
     {"syscall -1 (a syscall heapprof skips)", -1, {0}, ERRNO_ANY, 0},
     {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, 0, 0},
-    {"munmap", SYS_munmap, {0}, 0, 0},
     {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC}, 0, 0},
     {"close", SYS_close, {0}, 0, 0},
     /* dlopen of /proc/self/fd/N. */
@@ -90,6 +88,8 @@ static const struct need needs[] = {
     {"fcntl (F_GETFL)", SYS_fcntl, {0, F_GETFL}, 0, 0},
     {"fcntl (F_SETFL)", SYS_fcntl, {0, F_SETFL, O_WRONLY | O_NONBLOCK}, 0, 0},
     {"readlink", SYS_readlink, {0}, 0, 0},
+    /* heapprof_stop's buffers and dlclose of the payload. */
+    {"munmap", SYS_munmap, {0}, 0, 0},
     /* pthread_create of the collector, and the new thread's start and exit in glibc. */
     {"rt_sigaction", SYS_rt_sigaction, {33, 0, 0, 8}, 0, 0}, /* SIGSETXID, first thread */
     {"rt_sigprocmask (SIG_BLOCK)", SYS_rt_sigprocmask, {SIG_BLOCK, 0, 0, 8}, 0, 0},

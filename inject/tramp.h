@@ -1,51 +1,53 @@
 /* tramp.h - the return trampoline that makes a remote call survive the death of its tracer.
  *
- * Contract: a trampoline is an anonymous r-x mapping created in the target for one borrowed
- * thread. It starts with HP_TRAMP_MAGIC (so heapprof-detach can recognise one left behind)
- * and holds the thread's state as found: the registers to resume with (an interrupted
- * restartable syscall already rewound so that it is issued again), the signal mask and the
- * XSAVE area. Every remote call returns into it. Its first instruction is a
- * rt_sigprocmask syscall: a live tracer (which runs the thread with PTRACE_SYSCALL) takes
+ * Contract: the trampoline is position-independent code with no data of its own, written
+ * through /proc/PID/mem into zero slack after a code segment of the target (slack.h), so
+ * creating and removing it takes no syscall in the target and no mapping. Every remote call
+ * returns into it with rbx (callee-saved, so the call keeps it) at a frame
+ * (hp_tramp_frame_build) that the injector wrote once on the thread's own stack, below the
+ * red zone and above everything the calls use: the thread's state as found (registers
+ * to resume with, an interrupted restartable syscall already rewound so that it is issued
+ * again; signal mask; XSAVE area). The trampoline's first instruction after the magic is
+ * an rt_sigprocmask syscall: a live tracer (running the thread with PTRACE_SYSCALL) takes
  * the syscall-entry stop at hp_tramp_stop_ip() as "the call returned" (result in r12) and
  * goes on steering the thread; if the tracer died, the kernel has detached the thread and
- * the trampoline itself restores the mask, the extended state and every register, and
- * jumps back to where the thread was interrupted. The thread never runs garbage.
+ * the code restores the mask, the extended state and every register from the frame, and
+ * returns to where the thread was interrupted with iretq (which sets rsp and rip at once,
+ * so no register and no byte below the thread's stack pointer is touched). State is per
+ * thread and the code is shared, so a call still finishing on its own after its tracer
+ * gave up is safe as long as the code stays.
  */
 #ifndef HEAPPROF_INJECT_TRAMP_H
 #define HEAPPROF_INJECT_TRAMP_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <sys/user.h>
 
-#define HP_TRAMP_MAGIC "HEAPPROF-TRAMP1"
-#define HP_TRAMP_MAGIC_LEN 16
-#define HP_TRAMP_RET_OFF 16	/* where calls return */
-#define HP_TRAMP_REGS_OFF 0x200 /* 18 qwords, see hp_tramp_build */
-#define HP_TRAMP_MASK_OFF 0x300
-#define HP_TRAMP_XSAVE_OFF 0x400 /* 64-byte aligned, as xrstor requires */
+#define HP_TRAMP_MAGIC "HEAPPROF-TRAMP2"
+#define HP_TRAMP_RET_OFF 16 /* where calls return: after the magic and its NUL */
 
-/* The size of the mapping for an XSAVE area of xstate_len bytes (whole pages). */
-size_t hp_tramp_size(size_t xstate_len);
+/* The code to write into the target: hp_tramp_len() bytes, starting with the magic. */
+const unsigned char *hp_tramp_image(void);
+size_t hp_tramp_len(void);
 
-/* Fills img (hp_tramp_size bytes) with the code and the state to resume with. */
-void hp_tramp_build(void *img, const struct user_regs_struct *resume, uint64_t sigmask,
-		    const void *xstate, size_t xstate_len);
+/* The address calls return to / of the trampoline's syscall-entry stop, for a trampoline
+ * written at base. */
+uint64_t hp_tramp_ret(uint64_t base);
+uint64_t hp_tramp_stop_ip(uint64_t base);
+
+/* The size of the frame for an XSAVE area of xstate_len bytes; the frame must start on a
+ * 64-byte boundary (xrstor's). */
+size_t hp_tramp_frame_len(size_t xstate_len);
+
+/* Fills frame (hp_tramp_frame_len bytes) with the state to resume with. */
+void hp_tramp_frame_build(void *frame, const struct user_regs_struct *resume, uint64_t sigmask,
+			  const void *xstate, size_t xstate_len);
 
 /* The registers the thread must resume with for regs as found at a ptrace stop: when it
  * was interrupted in a syscall the kernel would restart, the syscall is set up to be issued
  * again (rip at the syscall instruction, rax its number, or restart_syscall after
  * -ERESTART_RESTARTBLOCK); orig_rax is -1 so no stop can rewind it once more. */
 struct user_regs_struct hp_resume_regs(const struct user_regs_struct *regs);
-
-/* The address of the trampoline's return point / its syscall-entry stop, for a trampoline
- * mapped at base. */
-uint64_t hp_tramp_ret(uint64_t base);
-uint64_t hp_tramp_stop_ip(uint64_t base);
-
-/* Trampolines left in pid by a tracer that died (anonymous r-x mappings starting with the
- * magic): fills at most max ranges [lo, hi) and returns how many, or -1. */
-int hp_tramp_find_stale(pid_t pid, uint64_t (*ranges)[2], int max);
 
 #endif

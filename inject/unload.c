@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "inject/maps.h"
 #include "inject/remote.h"
 #include "inject/safepoint.h"
+#include "inject/slack.h"
 #include "inject/tramp.h"
 #include "inject/unwind.h"
 
@@ -26,11 +28,11 @@
 /* References a killed injector can leave: each attach or detach holds at most two. */
 #define MAX_LEAKED_REFS 16
 
-/* What a heapprof that died mid-way can leave in the target besides the payload: the
- * trampolines of calls it did not see return (tramp.h) and the memfd the payload is loaded
- * from, if it died between memfd_create and close. */
+/* What a heapprof that died mid-way can leave in the target besides the payload: its
+ * trampoline (tramp.h) and the memfd the payload is loaded from, if it died between
+ * memfd_create and close. */
 struct leftovers {
-	uint64_t ranges[MAX_RANGES][2]; /* the payload's first, then stale trampolines */
+	uint64_t ranges[MAX_RANGES][2]; /* the payload's first, then the trampoline */
 	int nranges;
 	int ntramps;
 	int fds[MAX_FDS];
@@ -63,6 +65,47 @@ static int memfd_fds(pid_t pid, int *fds, int max)
 	return n;
 }
 
+static int open_mem(pid_t pid, int flags)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
+	return open(name, flags | O_CLOEXEC);
+}
+
+/* 1 and *at when a trampoline is written in the target, 0 when none is, -1. */
+static int stale_tramp(pid_t pid, uint64_t *at)
+{
+	int mem = open_mem(pid, O_RDONLY);
+	if (mem < 0)
+		return -1;
+	int r = hp_slack_find(pid, mem, hp_tramp_image(), hp_tramp_len(), at);
+	close(mem);
+	return r;
+}
+
+/* Once no thread can be inside it (wait_quiescent), the trampoline's bytes are zero again,
+ * as they were in the target's code pages. */
+static int erase_tramp(pid_t pid, const struct leftovers *lo, struct hp_error *err)
+{
+	for (int i = lo->nranges - lo->ntramps; i < lo->nranges; i++) {
+		size_t len = (size_t)(lo->ranges[i][1] - lo->ranges[i][0]);
+		unsigned char *zero = calloc(1, len);
+		int mem = open_mem(pid, O_WRONLY);
+		ssize_t n = zero && mem >= 0 ? pwrite(mem, zero, len, (off_t)lo->ranges[i][0]) : -1;
+		if (mem >= 0)
+			close(mem);
+		free(zero);
+		if (n != (ssize_t)len) {
+			hp_error_set(err,
+				     "could not erase the trampoline a killed heapprof left in "
+				     "process %d (%s); it is unused and harmless",
+				     (int)pid, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int find_leftovers(pid_t pid, struct leftovers *lo)
 {
 	memset(lo, 0, sizeof *lo);
@@ -75,7 +118,12 @@ static int find_leftovers(pid_t pid, struct leftovers *lo)
 		lo->ranges[0][1] = payload.hi;
 		lo->nranges = 1;
 	}
-	int t = hp_tramp_find_stale(pid, lo->ranges + lo->nranges, MAX_RANGES - lo->nranges);
+	uint64_t at;
+	int t = stale_tramp(pid, &at);
+	if (t > 0) {
+		lo->ranges[lo->nranges][0] = at;
+		lo->ranges[lo->nranges][1] = at + hp_tramp_len();
+	}
 	int f = memfd_fds(pid, lo->fds, MAX_FDS);
 	if (t < 0 || f < 0)
 		return -1;
@@ -108,7 +156,6 @@ static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle
 	struct hp_thread t;
 	if (hp_borrow_thread(pid, &t, err))
 		return -1;
-	t.syscall_insn = f->syscall_insn;
 	char msg[256];
 	uint64_t stop = 0, rc = 0;
 	int r = hp_call_dlopen(&t, f, HP_PAYLOAD_SONAME, RTLD_NOW | RTLD_NOLOAD, handle, msg,
@@ -211,15 +258,14 @@ static int wait_quiescent(pid_t pid, const struct leftovers *lo, struct hp_error
 	return -1;
 }
 
-/* Drops the attach's reference (handle 0: the payload was not loaded) and removes the
- * leftovers, all in one borrowed thread. */
+/* Drops the attach's reference (handle 0: the payload was not loaded) and closes the
+ * leftover memfd in one borrowed thread, then erases a leftover trampoline. */
 static int release_attach_ref(pid_t pid, const struct hp_libc_fns *f, uint64_t handle,
 			      const struct leftovers *lo, struct hp_error *err)
 {
 	struct hp_thread t;
 	if (hp_borrow_thread(pid, &t, err))
 		return -1;
-	t.syscall_insn = f->syscall_insn;
 	int r = handle ? hp_call_dlclose(&t, f, handle, err) : 0;
 	/* Still loaded: an injector killed between a dlopen and its dlclose (the attach's
 	 * RTLD_NOLOAD reference around heapprof_stop) left a reference. Nothing but heapprof
@@ -239,12 +285,9 @@ static int release_attach_ref(pid_t pid, const struct hp_libc_fns *f, uint64_t h
 	}
 	for (int i = 0; !r && i < lo->nfds; i++)
 		r = hp_call_close(&t, f, lo->fds[i], err);
-	for (int i = lo->nranges - lo->ntramps; !r && i < lo->nranges; i++)
-		r = hp_call_munmap(&t, f, lo->ranges[i][0], lo->ranges[i][1] - lo->ranges[i][0],
-				   err);
 	if (hp_thread_release(&t, err))
 		r = -1;
-	return r;
+	return r ? r : erase_tramp(pid, lo, err);
 }
 
 int hp_inject_unload(pid_t pid, struct hp_error *err)

@@ -17,12 +17,13 @@ count()
 	if "$@"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
 }
 points=(memfd_create dlopen close heapprof_start heapprof_release_pipe heapprof_stop dlclose)
+after_points=("${points[@]}" restore)
 for ((i = 1; i <= cycles; i++)); do
 	count st_cycle "cycle $i"
 	case $((i % 4)) in
 	0) count st_kill_random $((RANDOM % 600)) ;;
 	1) count st_kill_at HEAPPROF_TEST_KILL_IN "${points[RANDOM % ${#points[@]}]}" ;;
-	2) count st_kill_at HEAPPROF_TEST_KILL_AFTER "${points[RANDOM % ${#points[@]}]}" ;;
+	2) count st_kill_at HEAPPROF_TEST_KILL_AFTER "${after_points[RANDOM % ${#after_points[@]}]}" ;;
 	3) count st_kill_viewer ;;
 	esac
 	faults=$((faults + 1))

@@ -15,6 +15,8 @@
  * - a sender queues SIGRTMIN to the process at a high rate; the signal thread's handler
  *   counts them, and at "check" every signal sent must have been received (real-time
  *   signals queue: none may be lost).
+ * At "check" the code it maps must also be byte for byte what its files hold (heapprof's
+ * trampoline, written into the zero tail of a code segment, must be gone).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -260,6 +264,42 @@ static void *sender_thread(void *arg)
 	return NULL;
 }
 
+/* Every executable mapping of a file, compared with the file (zeros past its end). */
+static void check_code(void)
+{
+	FILE *maps = fopen("/proc/self/maps", "re");
+	char line[PATH_MAX + 128];
+	static unsigned char buf[65536];
+	while (maps && fgets(line, sizeof line, maps)) {
+		unsigned long lo, hi, off;
+		char perms[8];
+		int pathpos = 0;
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*u %n", &lo, &hi, perms, &off, &pathpos) <
+			4 ||
+		    strcmp(perms, "r-xp") || line[pathpos] != '/' || strstr(line, " (deleted)"))
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		int fd = open(line + pathpos, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		for (unsigned long at = lo; at < hi; at += sizeof buf) {
+			size_t len = hi - at < sizeof buf ? hi - at : sizeof buf;
+			ssize_t n = pread(fd, buf, len, (off_t)(off + (at - lo)));
+			if (n < 0)
+				n = 0;
+			memset(buf + n, 0, len - (size_t)n);
+			if (memcmp(buf, (const void *)at, len)) {
+				fail("the code of %s at %#lx differs from the file", line + pathpos,
+				     at);
+				break;
+			}
+		}
+		close(fd);
+	}
+	if (maps)
+		fclose(maps);
+}
+
 static void report(const char *word)
 {
 	printf("%s failures=%lu allocs=%lu churned=%lu reads=%lu epolls=%lu futex=%lu "
@@ -311,6 +351,7 @@ int main(void)
 			fflush(stdout);
 		} else if (!strncmp(line, "check", 5)) {
 			check_signals();
+			check_code();
 			report(atomic_load(&failures) ? "FAIL" : "ok");
 		} else if (!strncmp(line, "exit", 4)) {
 			break;
