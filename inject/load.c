@@ -16,6 +16,7 @@
 #include "inject/remote.h"
 #include "inject/safepoint.h"
 #include "inject/seccomp.h"
+#include "inject/stubs.h"
 
 struct blob {
 	char *data;
@@ -110,7 +111,13 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 			     HP_START_SYMBOL);
 		goto undo;
 	}
-	if (hp_remote_push(t, args, sizeof *args, &a[0], err) ||
+	struct hp_start_args sa = *args;
+	if (hp_stubs_ensure(pid, t->mem_fd, &sa.stub_code, &sa.stub_data) < 0) {
+		hp_error_set(err, "could not write heapprof's stubs into process %d (%s)", (int)pid,
+			     strerror(errno));
+		goto undo;
+	}
+	if (hp_remote_push(t, &sa, sizeof sa, &a[0], err) ||
 	    hp_remote_call(t, HP_START_SYMBOL, start, a, 1, &rc, err))
 		goto undo;
 	int rfd = (int)rc;
@@ -189,6 +196,9 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 			*pipe_fd = -1;
 			r = -1;
 		}
+		/* A payload that never started left its stubs unused. */
+		if (r && hp_payload_mapped(pid) == 0)
+			hp_stubs_erase_unused(pid);
 	}
 	free(b.data);
 	return r;

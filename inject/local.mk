@@ -13,6 +13,7 @@ inject_libinject_a_SOURCES = \
 	inject/libcfn.c inject/libcfn.h \
 	inject/tramp.c inject/tramp.h inject/faultpoint.h \
 	inject/slack.c inject/slack.h \
+	inject/stubs.c inject/stubs.h \
 	inject/seccomp.c inject/seccomp.h \
 	inject/load.c inject/unload.c
 

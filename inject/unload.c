@@ -18,6 +18,7 @@
 #include "inject/remote.h"
 #include "inject/safepoint.h"
 #include "inject/slack.h"
+#include "inject/stubs.h"
 #include "inject/tramp.h"
 #include "inject/unwind.h"
 
@@ -306,6 +307,11 @@ int hp_inject_unload(pid_t pid, struct hp_error *err)
 	    wait_quiescent(pid, &lo, err) || release_attach_ref(pid, &f, handle, &lo, err))
 		return -1;
 	m = hp_payload_mapped(pid);
+	if (m == 0 && hp_stubs_erase_unused(pid) < 0) {
+		hp_error_set(err, "could not erase heapprof's unused stubs in process %d (%s)",
+			     (int)pid, strerror(errno));
+		return -1;
+	}
 	if (m != 0) {
 		hp_error_set(err,
 			     m < 0 ? "process %d exited during detach"

@@ -2,6 +2,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -89,7 +90,8 @@ static int walk_table(const struct dl_phdr_info *info, const struct dyninfo *di,
 		      const ElfW(Rela) * tab, size_t sz, int skip_jmprel, got_fn fn, void *arg)
 {
 	int n = 0;
-	const ElfW(Rela) *jend = (const ElfW(Rela) *)((const char *)di->jmprel + di->jmprelsz);
+	const ElfW(Rela) *jend =
+	    di->jmprel ? (const ElfW(Rela) *)((const char *)di->jmprel + di->jmprelsz) : NULL;
 	for (size_t i = 0; tab && i < sz / sizeof *tab; i++) {
 		const ElfW(Rela) *r = &tab[i];
 		if (skip_jmprel && di->jmprel && r >= di->jmprel && r < jend)
@@ -121,6 +123,29 @@ int got_walk(const struct dl_phdr_info *info, got_fn fn, void *arg)
 		return -1;
 	int n = walk_table(info, &di, di.jmprel, di.jmprelsz, 0, fn, arg);
 	return n + walk_table(info, &di, di.rela, di.relasz, 1, fn, arg);
+}
+
+void got_called_through(const struct dl_phdr_info *info, void **const *slots, int n,
+			unsigned char *called)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz < 6)
+			continue;
+		const uint8_t *c = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *end = c + ph->p_memsz - 5;
+		/* ff 15 / ff 25 disp32: the slot is at the next instruction + disp32. */
+		for (const uint8_t *p = c; (p = memchr(p, 0xff, (size_t)(end - p))); p++) {
+			if (p[1] != 0x15 && p[1] != 0x25)
+				continue;
+			int32_t disp;
+			memcpy(&disp, p + 2, sizeof disp);
+			void **target = (void **)((uintptr_t)p + 6 + (intptr_t)disp);
+			for (int k = 0; k < n; k++)
+				if (slots[k] == target)
+					called[k] = 1;
+		}
+	}
 }
 
 /* The protection the loader left on the page holding addr: PT_GNU_RELRO pages (rounded

@@ -30,6 +30,12 @@ int got_walk(const struct dl_phdr_info *info, got_fn fn, void *arg);
 /* The mapped range [*lo, *hi) of the module's PT_LOAD segments. */
 void got_module_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
 
+/* Sets called[i] when some instruction in the module's executable segments calls or jumps
+ * through slots[i] (call/jmp *disp32(%rip), how -fno-plt code calls); a GLOB_DAT slot
+ * only read (the address of a function taken by PIC code) is left 0. */
+void got_called_through(const struct dl_phdr_info *info, void **const *slots, int n,
+			unsigned char *called);
+
 /* 0, or -errno if the page could not be made writable. */
 int got_write(const struct dl_phdr_info *info, void **slot, void *value);
 

@@ -514,11 +514,19 @@ void hp_hooks_arm(void)
 	atomic_store(&hp.po->recording, 1);
 }
 
+/* GLOB_DAT slots of one module looked at per patch pass; more are left unpatched. */
+#define MAX_DATA_SLOTS 64
+
 struct walk {
 	int restore;
 	int written;
 	uintptr_t lo, hi;
 	const struct dl_phdr_info *info;
+	/* The module's GLOB_DAT slots of hooked functions, and whether code calls through
+	 * each (got_called_through). */
+	void **data_slots[MAX_DATA_SLOTS];
+	unsigned char called[MAX_DATA_SLOTS];
+	int ndata;
 };
 
 static struct hook *find_hook(const char *name)
@@ -544,6 +552,41 @@ static int is_lazy_stub(const struct walk *w, uintptr_t v)
 	return c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa && c[4] == 0x68;
 }
 
+static void data_slot_cb(const struct got_slot *s, void *arg)
+{
+	struct walk *w = arg;
+	if (s->type == R_X86_64_GLOB_DAT && w->ndata < MAX_DATA_SLOTS && find_hook(s->name))
+		w->data_slots[w->ndata++] = s->slot;
+}
+
+/* PIC code also reads a GLOB_DAT slot to take the function's address (&free as a
+ * destructor, a stored allocator pointer), and may call that address long after the
+ * payload is gone. So a GLOB_DAT slot gets the hook's stub (hpabi.h), which outlives the
+ * payload and leads to the real function after it. Without stub areas only slots that
+ * calls go through (-fno-plt code) are patched, with the hook itself. */
+static void *stub_of(int i)
+{
+	if (!hp.args.stub_code)
+		return NULL;
+	return (void *)(uintptr_t)(hp.args.stub_code + HP_STUBS_MAGIC_LEN +
+				   (uint64_t)i * HP_STUB_SIZE);
+}
+
+static void *_Atomic *stub_slot(int i)
+{
+	return (void *_Atomic *)(uintptr_t)(hp.args.stub_data + 8 + 8 * (uint64_t)i);
+}
+
+_Static_assert(HK_COUNT <= HP_STUB_COUNT, "a hook without a stub");
+
+static int data_slot_called(const struct walk *w, void **slot)
+{
+	for (int i = 0; i < w->ndata; i++)
+		if (w->data_slots[i] == slot)
+			return w->called[i];
+	return 0;
+}
+
 static void slot_cb(const struct got_slot *s, void *arg)
 {
 	struct walk *w = arg;
@@ -554,13 +597,27 @@ static void slot_cb(const struct got_slot *s, void *arg)
 	void *cur = __atomic_load_n(s->slot, __ATOMIC_ACQUIRE);
 	if (!real)
 		return;
+	int i = (int)(h - hooks);
+	void *stub = stub_of(i);
 	if (w->restore) {
-		if (cur == h->hook && got_write(w->info, s->slot, real) == 0)
+		if ((cur == h->hook || (stub && cur == stub)) &&
+		    got_write(w->info, s->slot, real) == 0)
 			w->written++;
 		return;
 	}
+	void *to = h->hook;
+	if (s->type == R_X86_64_GLOB_DAT && stub) {
+		if (cur != real)
+			return;
+		/* Both before any code can reach the stub through the slot. */
+		atomic_store(stub_slot(i), h->hook);
+		atomic_store((_Atomic uint64_t *)(uintptr_t)hp.args.stub_data, 1);
+		to = stub;
+	} else if (s->type == R_X86_64_GLOB_DAT && !data_slot_called(w, s->slot)) {
+		return;
+	}
 	if (cur == real || (s->type == R_X86_64_JUMP_SLOT && is_lazy_stub(w, (uintptr_t)cur))) {
-		if (got_write(w->info, s->slot, h->hook) == 0)
+		if (got_write(w->info, s->slot, to) == 0)
 			w->written++;
 	}
 }
@@ -590,6 +647,13 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return 1;
 	w->info = info;
 	got_module_range(info, &w->lo, &w->hi);
+	w->ndata = 0;
+	if (!w->restore && !hp.args.stub_code) {
+		got_walk(info, data_slot_cb, w);
+		memset(w->called, 0, sizeof w->called);
+		if (w->ndata)
+			got_called_through(info, w->data_slots, w->ndata, w->called);
+	}
 	got_walk(info, slot_cb, w);
 	return 0;
 }
@@ -607,5 +671,11 @@ int hp_unpatch_all(void)
 	atomic_store(&patching, 0);
 	atomic_store(&hp.po->recording, 0);
 	dl_iterate_phdr(phdr_cb, &w);
+	/* Addresses of stubs that code kept now lead to the real functions. */
+	for (int i = 0; hp.args.stub_data && i < HK_COUNT; i++) {
+		void *real = atomic_load(&hooks[i].real);
+		if (real && atomic_load(stub_slot(i)))
+			atomic_store(stub_slot(i), real);
+	}
 	return w.written;
 }

@@ -27,7 +27,8 @@ payload_heapprof_payload_so_LDADD = -lgcc_eh -lpthread
 HP_PAYLOAD_TEST_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -g -O1 $(CMOCKA_CFLAGS)
 HP_GOTLIB_LINK = -shared -Wl,--no-undefined
 check_PROGRAMS += tests/unit/gotlib-lazy.so tests/unit/gotlib-noplt.so \
-	tests/unit/gotlib-now.so tests/unit/test-got tests/unit/test-payload
+	tests/unit/gotlib-now.so tests/unit/gotaddr-take.so tests/unit/gotaddr-noplt.so \
+	tests/unit/test-got tests/unit/test-payload
 TESTS += tests/unit/test-got tests/unit/test-payload
 
 tests_unit_gotlib_lazy_so_SOURCES = tests/unit/gotlib.c
@@ -39,6 +40,13 @@ tests_unit_gotlib_noplt_so_LDFLAGS = $(HP_GOTLIB_LINK)
 tests_unit_gotlib_now_so_SOURCES = tests/unit/gotlib.c
 tests_unit_gotlib_now_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O1 -fPIC
 tests_unit_gotlib_now_so_LDFLAGS = $(HP_GOTLIB_LINK) -Wl,-z,now -Wl,-z,relro
+
+tests_unit_gotaddr_take_so_SOURCES = tests/unit/gotaddr.c
+tests_unit_gotaddr_take_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O1 -fPIC
+tests_unit_gotaddr_take_so_LDFLAGS = $(HP_GOTLIB_LINK)
+tests_unit_gotaddr_noplt_so_SOURCES = tests/unit/gotaddr.c
+tests_unit_gotaddr_noplt_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O1 -fPIC -fno-plt -DGOTADDR_CALL
+tests_unit_gotaddr_noplt_so_LDFLAGS = $(HP_GOTLIB_LINK)
 
 tests_unit_test_got_SOURCES = tests/unit/test-got.c payload/got.c payload/got.h
 tests_unit_test_got_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS)

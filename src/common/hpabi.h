@@ -6,10 +6,11 @@
  * patches the GOT slots and starts the collector thread; it returns the pipe's *read*
  * fd (>= 0), or -errno. The injector opens that fd through /proc/PID/fd, then calls
  * heapprof_release_pipe() to close it in the target; if no call comes (the injector died),
- * the payload closes it itself HP_PIPE_GRACE_S seconds after the start, or at unload. heapprof_stop restores every slot, writes a last round and END, closes the
- * pipe and joins the collector; after it returns 0 no thread enters payload code again
- * except those already inside a hook, and the payload may be dlclosed once no thread is
- * inside it. Both are safe to call when the payload is already started / stopped
+ * the payload closes it itself HP_PIPE_GRACE_S seconds after the start, or at unload.
+ * heapprof_stop restores every slot, writes a last round and END, closes the pipe and joins the
+ * collector; after it returns 0 no thread enters payload code again except those already inside a
+ * hook, and the payload may be dlclosed once no thread is inside it. Both are safe to call when the
+ * payload is already started / stopped
  * (-EBUSY / 0). A detach that finds no session uses dlopen(HP_PAYLOAD_SONAME,
  * RTLD_NOLOAD) to get the handle of the loaded payload.
  */
@@ -22,19 +23,36 @@
 #define HP_PAYLOAD_FILE "heapprof-payload.so"
 /* The memfd the payload is loaded from: /proc/PID/maps shows "/memfd:heapprof (deleted)". */
 #define HP_MEMFD_NAME "heapprof"
-#define HP_ABI_VERSION 1
+#define HP_ABI_VERSION 2
 #define HP_START_SYMBOL "heapprof_start"
 #define HP_STOP_SYMBOL "heapprof_stop"
 #define HP_RELEASE_SYMBOL "heapprof_release_pipe"
 #define HP_PIPE_GRACE_S 30
 
+/* The stubs GLOB_DAT slots point at while attached, because code also reads those slots
+ * to take a function's address and may call it long after the payload is gone. The stub
+ * area (in the zero tail of a module's code segment, written by the injector) is
+ * HP_STUBS_MAGIC then HP_STUB_COUNT stubs of HP_STUB_SIZE bytes, stub i being
+ * "jmp *slot_i(%rip)"; the data area (the zero tail of the same module's last writable
+ * segment) holds a qword that is nonzero once any slot was pointed at a stub, then the
+ * HP_STUB_COUNT slots. The payload keeps slot i at hook i while attached and sets it to
+ * the real function before it can be unloaded; a used area is never removed. */
+#define HP_STUBS_MAGIC "HEAPPROF-STUBS1"
+#define HP_STUBS_MAGIC_LEN 16
+#define HP_STUB_COUNT 32
+#define HP_STUB_SIZE 8
+#define HP_STUBS_CODE_LEN (HP_STUBS_MAGIC_LEN + HP_STUB_COUNT * HP_STUB_SIZE)
+#define HP_STUBS_DATA_LEN (8 + HP_STUB_COUNT * 8)
+
 struct hp_start_args {
-	uint32_t abi_version;  /* HP_ABI_VERSION */
-	uint32_t mode;         /* enum hp_mode */
-	uint32_t interval_ms;  /* round length, >= 10 */
-	uint32_t max_depth;    /* frames per stack, 1..HP_MAX_DEPTH */
-	uint64_t sample_rate;  /* bytes; 0 = record every allocation */
-	uint64_t max_memory;   /* bytes the payload may hold; 0 = its default */
+	uint32_t abi_version; /* HP_ABI_VERSION */
+	uint32_t mode;	      /* enum hp_mode */
+	uint32_t interval_ms; /* round length, >= 10 */
+	uint32_t max_depth;   /* frames per stack, 1..HP_MAX_DEPTH */
+	uint64_t sample_rate; /* bytes; 0 = record every allocation */
+	uint64_t max_memory;  /* bytes the payload may hold; 0 = its default */
+	uint64_t stub_code;   /* the stub areas in the target; 0 = none: GLOB_DAT slots */
+	uint64_t stub_data;   /* point at the hooks themselves */
 };
 
 typedef int (*hp_start_fn)(const struct hp_start_args *args);

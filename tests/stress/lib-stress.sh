@@ -69,7 +69,22 @@ st_wait_gone()
 	return 0
 }
 
-# st_cycle: a normal attach (a round or two) and heapprof-detach.
+# st_take: the target keeps malloc's and free's addresses as its code sees them now (while
+# attached: heapprof's stubs); its later self-checks call them.
+st_take()
+{
+	local n=0 before
+
+	before=$(grep -c '^taken' "$TARGET_OUT")
+	hp_send take
+	while [ "$(grep -c '^taken' "$TARGET_OUT")" -le "$before" ]; do
+		((n++ < 100)) || return 1
+		sleep 0.05
+	done
+}
+
+# st_cycle: a normal attach (a round or two), addresses taken while attached, and
+# heapprof-detach.
 st_cycle()
 {
 	local what=${1:-cycle} a
@@ -79,7 +94,7 @@ st_cycle()
 	a=$!
 	hp_wait_line "$hp_tmp/a.err" "attached to $TARGET_PID" 20 ||
 		{ kill -KILL $a; st_failed "$what" "no attach: $(cat "$hp_tmp/a.err")"; return 1; }
-	sleep 0.1
+	st_take || { kill -KILL $a; st_failed "$what" "the target does not answer 'take'"; return 1; }
 	"$HP_DETACH" "$TARGET_PID" >"$hp_tmp/d.out" 2>"$hp_tmp/d.err" ||
 		{ st_failed "$what" "heapprof-detach: $(cat "$hp_tmp/d.err")"; return 1; }
 	st_wait_gone $a 20 || { kill -KILL $a; st_failed "$what" "heapprof-attach did not end"; return 1; }

@@ -1,7 +1,8 @@
 /* test-got.c - payload/got.c on real libraries: gotlib.c built with a lazy PLT, with
  * -fno-plt (GLOB_DAT) and with full RELRO. Each is dlopened, its malloc/free/calloc slots
  * found with the right relocation type, patched to counting functions, called, restored,
- * and checked for the original behaviour and the page protection the loader left. */
+ * and checked for the original behaviour and the page protection the loader left.
+ * gotaddr.c, which takes free's address, shows which GLOB_DAT slots calls go through. */
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -174,12 +175,71 @@ static void test_relro(void **state)
 	check_lib("gotlib-now.so", RTLD_NOW, R_X86_64_JUMP_SLOT, "r--");
 }
 
+struct free_slot {
+	const char *lib;
+	void **data, **call; /* free's GLOB_DAT and JUMP_SLOT slots */
+	unsigned char called;
+};
+
+static void free_slot_cb(const struct got_slot *s, void *arg)
+{
+	struct free_slot *f = arg;
+	if (strcmp(s->name, "free"))
+		return;
+	if (s->type == R_X86_64_GLOB_DAT)
+		f->data = s->slot;
+	else
+		f->call = s->slot;
+}
+
+static int free_phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct free_slot *f = arg;
+	if (!info->dlpi_name || !strstr(info->dlpi_name, f->lib))
+		return 0;
+	assert_true(got_walk(info, free_slot_cb, f) > 0);
+	assert_non_null(f->data);
+	got_called_through(info, &f->data, 1, &f->called);
+	return 1;
+}
+
+static struct free_slot free_slot_of(const char *file)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tests/unit/%s", HP_BUILDDIR, file);
+	void *h = dlopen(path, RTLD_NOW);
+	assert_non_null(h);
+	void (*(*fn)(void))(void *) = (void (*(*)(void))(void *))dlsym(h, "gotaddr_free_fn");
+	assert_non_null(fn);
+	assert_ptr_equal(fn(), free);
+	struct free_slot f = {.lib = file};
+	dl_iterate_phdr(free_phdr_cb, &f);
+	dlclose(h);
+	return f;
+}
+
+/* A GLOB_DAT slot that only gives free's address is not called through; with -fno-plt the
+ * one GLOB_DAT slot serves both. (With a PLT, ld makes a library that calls free and takes
+ * its address jump through the GLOB_DAT slot too, from .plt.got.) */
+static void test_called_through(void **state)
+{
+	(void)state;
+	struct free_slot take = free_slot_of("gotaddr-take.so");
+	assert_null(take.call);
+	assert_int_equal(take.called, 0);
+	struct free_slot noplt = free_slot_of("gotaddr-noplt.so");
+	assert_null(noplt.call);
+	assert_int_equal(noplt.called, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_lazy),
 	    cmocka_unit_test(test_noplt),
 	    cmocka_unit_test(test_relro),
+	    cmocka_unit_test(test_called_through),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,88 @@
+/* stubs.c - hp_stubs_ensure and hp_stubs_erase_unused (see stubs.h). */
+#include "inject/stubs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hpabi.h"
+#include "inject/slack.h"
+
+/* Where stub i's slot is: the next instruction plus its disp32. */
+static uint64_t slot_of(uint64_t code, int i, const unsigned char *stub)
+{
+	int32_t disp;
+	memcpy(&disp, stub + 2, sizeof disp);
+	return code + HP_STUBS_MAGIC_LEN + (uint64_t)i * HP_STUB_SIZE + 6 + (uint64_t)(int64_t)disp;
+}
+
+/* The areas left by a previous session: 1 and both addresses, 0, or -1. */
+static int find_areas(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
+{
+	int r = hp_slack_find(pid, mem_fd, HP_STUBS_MAGIC, HP_STUBS_MAGIC_LEN, code);
+	if (r <= 0)
+		return r;
+	unsigned char stub[HP_STUB_SIZE];
+	if (pread(mem_fd, stub, sizeof stub, (off_t)(*code + HP_STUBS_MAGIC_LEN)) !=
+		(ssize_t)sizeof stub ||
+	    stub[0] != 0xff || stub[1] != 0x25)
+		return 0;
+	*data = slot_of(*code, 0, stub) - 8;
+	return 1;
+}
+
+int hp_stubs_ensure(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
+{
+	*code = *data = 0;
+	int r = find_areas(pid, mem_fd, code, data);
+	if (r)
+		return r < 0 ? -1 : 0;
+	r = hp_slack_find_free_pair(pid, mem_fd, HP_STUBS_CODE_LEN, HP_STUBS_DATA_LEN, code, data);
+	if (r <= 0) {
+		*code = *data = 0;
+		return r;
+	}
+	unsigned char img[HP_STUBS_CODE_LEN];
+	memcpy(img, HP_STUBS_MAGIC, HP_STUBS_MAGIC_LEN);
+	for (int i = 0; i < HP_STUB_COUNT; i++) {
+		unsigned char *s = img + HP_STUBS_MAGIC_LEN + i * HP_STUB_SIZE;
+		uint64_t next = *code + HP_STUBS_MAGIC_LEN + (uint64_t)i * HP_STUB_SIZE + 6;
+		int32_t disp = (int32_t)(int64_t)(*data + 8 + 8 * (uint64_t)i - next);
+		s[0] = 0xff; /* jmp *disp32(%rip) */
+		s[1] = 0x25;
+		memcpy(s + 2, &disp, sizeof disp);
+		s[6] = s[7] = 0xcc; /* int3 */
+	}
+	if (pwrite(mem_fd, img, sizeof img, (off_t)*code) != (ssize_t)sizeof img) {
+		*code = *data = 0;
+		return -1;
+	}
+	return 0;
+}
+
+int hp_stubs_erase_unused(pid_t pid)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
+	int mem = open(name, O_RDWR | O_CLOEXEC);
+	if (mem < 0)
+		return -1;
+	uint64_t code, data, used = 1;
+	int r = find_areas(pid, mem, &code, &data);
+	if (r > 0 && pread(mem, &used, sizeof used, (off_t)data) != (ssize_t)sizeof used)
+		r = -1;
+	if (r > 0 && !used) {
+		static const unsigned char zero[HP_STUBS_CODE_LEN > HP_STUBS_DATA_LEN
+						    ? HP_STUBS_CODE_LEN
+						    : HP_STUBS_DATA_LEN];
+		if (pwrite(mem, zero, HP_STUBS_DATA_LEN, (off_t)data) != HP_STUBS_DATA_LEN ||
+		    pwrite(mem, zero, HP_STUBS_CODE_LEN, (off_t)code) != HP_STUBS_CODE_LEN)
+			r = -1;
+	}
+	int e = errno;
+	close(mem);
+	errno = e;
+	return r < 0 ? -1 : 0;
+}
