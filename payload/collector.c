@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +58,8 @@ static atomic_int noting;
 
 static struct {
 	atomic_int wfd; /* exchanged for -1 before a close: a forked child may close its copy */
+	dev_t pipe_dev; /* what wfd is, for a child that finds it late */
+	ino_t pipe_ino;
 	pthread_t thr;
 	int running;
 	atomic_int stop;
@@ -531,6 +534,11 @@ static void *collector_main(void *arg)
 int hp_collector_start(int wfd, uint64_t start_mono_ns)
 {
 	c.wfd = wfd;
+	struct stat st;
+	if (fstat(wfd, &st) == 0) {
+		c.pipe_dev = st.st_dev;
+		c.pipe_ino = st.st_ino;
+	}
 	c.start_ns = start_mono_ns;
 	fcntl(wfd, F_SETFL, fcntl(wfd, F_GETFL) | O_NONBLOCK);
 	atomic_store(&c.stop, 0);
@@ -570,14 +578,28 @@ void hp_collector_stop(void)
 	c.running = 0;
 }
 
-void hp_collector_forget(void)
+static void forget(int verify)
 {
 	int fd = atomic_exchange(&c.wfd, -1);
-	if (fd >= 0)
+	struct stat st;
+	if (fd >= 0 && (!verify || (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) &&
+				    st.st_dev == c.pipe_dev && st.st_ino == c.pipe_ino)))
 		close(fd);
 	c.running = 0;
 	atomic_store(&noting, 0);
 	mods_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+}
+
+void hp_collector_forget(void)
+{
+	forget(0);
+}
+
+void hp_collector_forget_late(void)
+{
+	static atomic_int done;
+	if (!atomic_exchange(&done, 1))
+		forget(1);
 }
 
 void hp_collector_fini(void)

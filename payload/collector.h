@@ -25,6 +25,10 @@ void hp_collector_fini(void);
 void hp_collector_note_modules(void);
 /* In a forked child: the pipe belongs to the parent's session. */
 void hp_collector_forget(void);
+/* In a child forked past the fork hook (daemon(), a raw clone), from its first hooked
+ * call: the same, once, closing the fd only if it is still the pipe (the child may have
+ * closed it and reused the number). */
+void hp_collector_forget_late(void);
 /* The process's resident set, from /proc/self/statm (0 if unreadable). */
 uint64_t hp_rss_bytes(void);
 

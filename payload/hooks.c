@@ -70,8 +70,11 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 static struct hp_thread *enter(void)
 {
-	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed))
+	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed)) {
+		if (__builtin_expect(!hp.po->parent, 0))
+			hp_collector_forget_late();
 		return NULL;
+	}
 	struct hp_thread *t = hp_thread_self();
 	if (!t) {
 		atomic_fetch_add_explicit(&hp_lost_unrecorded, 1, memory_order_relaxed);
@@ -436,7 +439,7 @@ static void *hk_dlopen(const char *file, int mode)
 }
 
 /* A child forked through a patched slot closes its copy of the pipe at once; one forked
- * another way (daemon(), a raw clone) keeps it until it execs or exits. Either way its
+ * another way (daemon(), a raw clone) at its first hooked call (enter). Either way its
  * hooks are quiet (hp.po). No pthread_atfork handler: the payload would then need
  * __cxa_finalize at dlclose, whose lock a concurrent fork can leave held in the child. */
 static pid_t hk_fork(void)

@@ -23,6 +23,7 @@
  * it was forked, records nothing: its hooks pass straight through. */
 struct hp_parent_only {
 	atomic_int recording; /* hooks record only while set */
+	int parent;	      /* set in the process the payload was started in */
 };
 
 struct hp_payload {

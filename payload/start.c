@@ -31,7 +31,7 @@ enum { ST_IDLE, ST_RUNNING, ST_STOPPED };
 
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static int state = ST_IDLE;
-static struct hp_parent_only po_none;
+static struct hp_parent_only po_none = {.parent = 1};
 /* The process the payload was loaded into; its forked children inherit the payload but
  * not its session. */
 static pid_t loaded_pid;
@@ -189,6 +189,7 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 			hp_unmap(po, sizeof *po);
 			return e;
 		}
+		po->parent = 1;
 		hp.po = po;
 	}
 	if (hp_threads_init() < 0 ||

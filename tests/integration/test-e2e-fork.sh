@@ -10,7 +10,9 @@
 # would add to them); no child_alloc site exists; with a forked child still alive (it
 # holds a copy of the payload and, unless the payload closed it, the pipe's write end),
 # heapprof-detach and heapprof-attach exit 0 and the parent has no heapprof mapping and
-# its fd count from before; the held child then exits 0.
+# its fd count from before; the held child then exits 0. A child made by a raw clone
+# (daemon() forks inside libc, past any hook) has only the parent's fds from before the
+# attach once it has allocated.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -45,6 +47,18 @@ hp_ok "attached to fork-target $K (pid $TARGET_PID)"
 hp_command go done
 hp_command go done
 hp_ok "16 children forked, 8 of them from a non-main thread; all exited 0"
+n=$(hp_count_lines "$TARGET_OUT" '^held-raw ')
+hp_send hold-raw
+hp_wait_line "$TARGET_OUT" '^held-raw ' 30 $((n + 1)) || hp_fail "no answer to 'hold-raw'"
+child=$(grep '^held-raw ' "$TARGET_OUT" | tail -n 1 | cut -d' ' -f2)
+for _ in $(seq 100); do
+	[ "$(hp_fd_count "$child")" -eq "$fds" ] && break
+	sleep 0.05
+done
+[ "$(hp_fd_count "$child")" -eq "$fds" ] ||
+	hp_fail "a child made by a raw clone keeps heapprof's pipe: $(ls -l "/proc/$child/fd")"
+hp_ok "a child made by a raw clone (as daemon() forks) closed its copy of the pipe"
+hp_command release released
 hp_command hold held
 rounds=$(hp_count_lines "$hp_tmp/attach.out" "$HP_ROUND_RE")
 hp_wait_line "$hp_tmp/attach.out" "$HP_ROUND_RE" 15 $((rounds + 2)) ||

@@ -12,6 +12,9 @@
  *         "done"; a child that failed makes it "failed".
  *   hold  a helper thread forks a child that waits for SIGUSR1, allocates and exits 0; the
  *         thread waits for it. Answers "held".
+ *   hold-raw  the same, but the child is made with a raw clone syscall (as daemon()'s
+ *         fork inside libc is: no hook sees it) and calls child_alloc once before it waits.
+ *         Answers "held-raw PID".
  *   release  sends the held child SIGUSR1 and joins the thread: "released" if the child
  *         exited 0.
  *   storm    a helper thread forks children back to back, each of which allocates, frees
@@ -34,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,20 +236,25 @@ static void go(void)
 static pthread_t holder;
 static int holding;
 
+static sigset_t usr1;
+static int hold_raw;
+
 /* Forks the held child, then waits for it. */
 static void *holder_main(void *arg)
 {
-	sigset_t *usr1 = arg;
+	(void)arg;
 	pid_t self = getpid();
 
-	pid_t pid = fork();
+	pid_t pid = hold_raw ? (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL) : fork();
 
 	if (pid == 0) {
 		int sig;
 
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
 			_exit(4);
-		sigwait(usr1, &sig);
+		if (hold_raw)
+			check_and_free(child_alloc(fill_of(1)), fill_of(1));
+		sigwait(&usr1, &sig);
 		child_burst();
 		exit(corrupted);
 	}
@@ -253,24 +262,31 @@ static void *holder_main(void *arg)
 	return (void *)(intptr_t)(pid > 0 && reap(pid));
 }
 
-static void hold(void)
+static void hold(int raw)
 {
-	static sigset_t usr1;
 	sigset_t old;
 
 	if (holding) {
 		say("failed");
 		return;
 	}
+	hold_raw = raw;
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	/* The child inherits the mask, so SIGUSR1 waits for its sigwait. */
 	pthread_sigmask(SIG_BLOCK, &usr1, &old);
-	holding = pthread_create(&holder, NULL, holder_main, &usr1) == 0;
+	holding = pthread_create(&holder, NULL, holder_main, NULL) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	while (holding && held == 0)
 		sleep_ms(1);
-	say(holding && held > 0 ? "held" : "failed");
+	if (!holding || held <= 0) {
+		say("failed");
+	} else if (raw) {
+		printf("held-raw %d\n", (int)held);
+		fflush(stdout);
+	} else {
+		say("held");
+	}
 }
 
 static void release(void)
@@ -381,7 +397,9 @@ int main(int argc, char **argv)
 		if (!strcmp(line, "go"))
 			go();
 		else if (!strcmp(line, "hold"))
-			hold();
+			hold(0);
+		else if (!strcmp(line, "hold-raw"))
+			hold(1);
 		else if (!strcmp(line, "release"))
 			release();
 		else if (!strcmp(line, "storm"))
