@@ -22,23 +22,21 @@ struct shard {
 
 static struct shard *shards;
 
-/* Counters by address hash; 255 sticks, since it may stand for more. NULL when off. */
-#define FILTER_SLOTS (1u << 18)
-static _Atomic uint8_t *filter;
+_Atomic uint8_t *hp_live_filter;
 
 int hp_live_init(int filtered)
 {
 	shards = hp_map(SHARDS * sizeof *shards);
 	if (filtered)
-		filter = hp_map(FILTER_SLOTS);
-	return shards && (filter || !filtered) ? 0 : -1;
+		hp_live_filter = hp_map(HP_LIVE_FILTER_SLOTS);
+	return shards && (hp_live_filter || !filtered) ? 0 : -1;
 }
 
 void hp_live_fini(void)
 {
-	if (filter)
-		hp_unmap((void *)filter, FILTER_SLOTS);
-	filter = NULL;
+	if (hp_live_filter)
+		hp_unmap((void *)hp_live_filter, HP_LIVE_FILTER_SLOTS);
+	hp_live_filter = NULL;
 	if (!shards)
 		return;
 	for (unsigned i = 0; i < SHARDS; i++)
@@ -70,26 +68,14 @@ static inline struct shard *shard_of(uintptr_t addr)
 	return &shards[((addr >> REGION_SHIFT) * 0x9e3779b97f4a7c15ull) >> 56];
 }
 
-static _Atomic uint8_t *filter_slot(uint64_t h)
+static void filter_step(uintptr_t addr, int up)
 {
-	return &filter[(uint32_t)h & (FILTER_SLOTS - 1)];
-}
-
-static void filter_step(uint64_t h, int up)
-{
-	_Atomic uint8_t *f = filter_slot(h);
+	_Atomic uint8_t *f = hp_live_filter_slot(addr);
 	uint8_t c = atomic_load_explicit(f, memory_order_relaxed);
 	while (c != 255 && (up || c) &&
 	       !atomic_compare_exchange_weak_explicit(f, &c, (uint8_t)(up ? c + 1 : c - 1),
 						      memory_order_relaxed, memory_order_relaxed))
 		;
-}
-
-/* A free can only follow its allocation's return through the program's own ordering,
- * which carries the insert's count to the freeing thread. */
-int hp_live_maybe(uintptr_t addr)
-{
-	return !filter || atomic_load_explicit(filter_slot(addr_hash(addr)), memory_order_relaxed);
 }
 
 static void put(struct entry *e, uint32_t mask, const struct entry *x)
@@ -123,13 +109,13 @@ int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);
 	int rc = 0;
-	if (filter)
-		filter_step(h, 1);
+	if (hp_live_filter)
+		filter_step(addr, 1);
 	hp_spin_lock(&s->lock);
 	if ((!s->e || (s->count + 1) * 4 > ((uint64_t)s->mask + 1) * 3) && grow(s) < 0) {
 		hp_spin_unlock(&s->lock);
-		if (filter)
-			filter_step(h, 0);
+		if (hp_live_filter)
+			filter_step(addr, 0);
 		return -1;
 	}
 	uint32_t i = (uint32_t)h & s->mask;
@@ -143,8 +129,8 @@ int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old
 	}
 	s->e[i] = (struct entry){.addr = addr, .v = v};
 	hp_spin_unlock(&s->lock);
-	if (rc == 1 && filter)
-		filter_step(h, 0);
+	if (rc == 1 && hp_live_filter)
+		filter_step(addr, 0);
 	return rc;
 }
 
@@ -180,8 +166,8 @@ int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
 	s->e[i] = (struct entry){0};
 	s->count--;
 	hp_spin_unlock(&s->lock);
-	if (filter)
-		filter_step(h, 0);
+	if (hp_live_filter)
+		filter_step(addr, 0);
 	return 1;
 }
 

@@ -13,6 +13,7 @@
 #ifndef HEAPPROF_LIVEMAP_H
 #define HEAPPROF_LIVEMAP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +31,25 @@ void hp_live_fini(void);
 /* 0 = inserted; 1 = addr was already there (its old value in *old, now replaced);
  * -1 = out of memory. */
 int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old);
-/* 0 if addr is surely not in the map; 1 if it may be. */
-int hp_live_maybe(uintptr_t addr);
+/* Counters by address (one multiply: blocks are 16-byte aligned and the counters need
+ * only spreading); 255 sticks, since it may stand for more. NULL when off. */
+#define HP_LIVE_FILTER_BITS 18
+#define HP_LIVE_FILTER_SLOTS (1u << HP_LIVE_FILTER_BITS)
+extern _Atomic uint8_t *hp_live_filter;
+
+static inline _Atomic uint8_t *hp_live_filter_slot(uintptr_t addr)
+{
+	return &hp_live_filter[((addr >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - HP_LIVE_FILTER_BITS)];
+}
+
+/* 0 if addr is surely not in the map; 1 if it may be. A free can only follow its
+ * allocation's return through the program's own ordering, which carries the insert's count
+ * to the freeing thread. */
+static inline int hp_live_maybe(uintptr_t addr)
+{
+	return !hp_live_filter ||
+	       atomic_load_explicit(hp_live_filter_slot(addr), memory_order_relaxed);
+}
 /* 1 = removed (*v is what it held); 0 = not there. */
 int hp_live_remove(uintptr_t addr, struct hp_live_val *v);
 

@@ -6,11 +6,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define THREADS_BITS 14
-#define THREADS_CAP (1u << THREADS_BITS) /* records; reserved, pages touched on use */
+#define THREADS_CAP (1u << HP_THREADS_BITS) /* records; reserved, pages touched on use */
 #define SITE_TAB_MIN 64u
 
-static struct hp_thread *threads;
+struct hp_thread *hp_threads;
 static int fenced; /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock */
 
 static int membarrier_global(void)
@@ -20,33 +19,29 @@ static int membarrier_global(void)
 
 int hp_threads_init(void)
 {
-	threads = hp_map(THREADS_CAP * sizeof *threads);
+	hp_threads = hp_map(THREADS_CAP * sizeof *hp_threads);
 	long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
 	fenced = q > 0 && (q & MEMBARRIER_CMD_GLOBAL) && membarrier_global() == 0;
-	return threads ? 0 : -1;
+	return hp_threads ? 0 : -1;
 }
 
 void hp_threads_fini(void)
 {
-	if (!threads)
+	if (!hp_threads)
 		return;
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
-		hp_site_tab_free(&threads[i].tab[0]);
-		hp_site_tab_free(&threads[i].tab[1]);
+		hp_site_tab_free(&hp_threads[i].tab[0]);
+		hp_site_tab_free(&hp_threads[i].tab[1]);
 	}
-	hp_unmap(threads, THREADS_CAP * sizeof *threads);
-	threads = NULL;
+	hp_unmap(hp_threads, THREADS_CAP * sizeof *hp_threads);
+	hp_threads = NULL;
 }
 
-struct hp_thread *hp_thread_self(void)
+struct hp_thread *hp_thread_self_slow(uintptr_t self)
 {
-	uintptr_t self = hp_self();
-	/* Every hook starts here: one multiply (Fibonacci hashing) rather than hp_hash64's
-	 * chain. pthread_t values are thread descriptors megabytes apart, so the high bits
-	 * of the product spread them well. */
-	unsigned i = (unsigned)((self * 0x9e3779b97f4a7c15ull) >> (64 - THREADS_BITS));
+	unsigned i = hp_thread_home(self);
 	for (unsigned n = 0; n < THREADS_CAP; n++, i = (i + 1) & (THREADS_CAP - 1)) {
-		struct hp_thread *t = &threads[i];
+		struct hp_thread *t = &hp_threads[i];
 		uintptr_t k = atomic_load_explicit(&t->key, memory_order_acquire);
 		if (k == self)
 			return t;
@@ -167,7 +162,7 @@ void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum)
 	*sum = (struct hp_sum){0};
 	int use_fence = fenced;
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
-		struct hp_thread *t = &threads[i];
+		struct hp_thread *t = &hp_threads[i];
 		if (!atomic_load_explicit(&t->key, memory_order_acquire))
 			continue;
 		if (use_fence) {
@@ -183,7 +178,7 @@ void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum)
 	if (use_fence)
 		membarrier_global();
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
-		struct hp_thread *t = &threads[i];
+		struct hp_thread *t = &hp_threads[i];
 		if (!atomic_load_explicit(&t->key, memory_order_acquire))
 			continue;
 		if (t->retired) {
@@ -269,15 +264,14 @@ static int64_t next_interval(struct hp_thread *t, uint64_t rate)
 	return d < 1 ? 1 : d > 0x1p62 ? (int64_t)1 << 62 : (int64_t)d;
 }
 
-int hp_sample_hit(struct hp_thread *t, uint64_t n, uint64_t rate)
+int hp_sample_hit_slow(struct hp_thread *t, uint64_t n, uint64_t rate)
 {
 	if (!t->rng) {
 		t->rng = hp_hash64((uintptr_t)t ^ ((uint64_t)hp_now_ms() << 32)) | 1;
-		t->countdown = next_interval(t, rate);
+		t->countdown = next_interval(t, rate) - (int64_t)(n ? n : 1);
+		if (t->countdown > 0)
+			return 0;
 	}
-	t->countdown -= (int64_t)(n ? n : 1);
-	if (t->countdown > 0)
-		return 0;
 	t->countdown = next_interval(t, rate);
 	return 1;
 }

@@ -84,11 +84,39 @@ static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
 
 int hp_threads_init(void);
 void hp_threads_fini(void);
-struct hp_thread *hp_thread_self(void);
+
+#define HP_THREADS_BITS 14
+extern struct hp_thread *hp_threads;
+struct hp_thread *hp_thread_self_slow(uintptr_t self);
+
+/* Where the search for a thread's record starts: one multiply (Fibonacci hashing), since
+ * pthread_t values are thread descriptors megabytes apart and the high bits of the
+ * product spread them well. */
+static inline unsigned hp_thread_home(uintptr_t self)
+{
+	return (unsigned)((self * 0x9e3779b97f4a7c15ull) >> (64 - HP_THREADS_BITS));
+}
+
+/* Every hook starts here, so the common case (the record at its home slot) is inline. */
+static inline struct hp_thread *hp_thread_self(void)
+{
+	uintptr_t self = hp_self();
+	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
+	if (atomic_load_explicit(&t->key, memory_order_acquire) == self)
+		return t;
+	return hp_thread_self_slow(self);
+}
+
+int hp_sample_hit_slow(struct hp_thread *t, uint64_t n, uint64_t rate);
 
 /* Sampling by bytes (rate > 0): 1 if this allocation of n bytes is sampled, from the
  * thread's countdown and generator. */
-int hp_sample_hit(struct hp_thread *t, uint64_t n, uint64_t rate);
+static inline int hp_sample_hit(struct hp_thread *t, uint64_t n, uint64_t rate)
+{
+	if (t->rng && (t->countdown -= (int64_t)(n ? n : 1)) > 0)
+		return 0;
+	return hp_sample_hit_slow(t, n, rate);
+}
 /* How many allocations a sampled block of n bytes stands for, 1 / (1 - exp(-n / rate)),
  * in HP_FX fixed point. */
 uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
