@@ -18,6 +18,7 @@
 #include "payload.h"
 #include "stacks.h"
 #include "threads.h"
+#include "unwind.h"
 
 enum {
 	HK_MALLOC,
@@ -157,6 +158,25 @@ static void free_unmapped(struct hp_thread *t, uint64_t usable_bytes)
 	hp_own_add(&t->tot.freed_bytes, usable_bytes);
 }
 
+/* The thread's walk memo, made on its first capture: a few KB that the payload could do
+ * without, so not when they would take it past max_memory. */
+static struct hp_unwind_memo *thread_memo(struct hp_thread *t)
+{
+	if (t->memo || t->memo_none)
+		return t->memo;
+	size_t len = hp_unwind_memo_size(hp.args.max_depth);
+	uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
+	struct hp_unwind_memo *m = held + len <= hp.max_memory ? hp_map(len) : NULL;
+	if (!m) {
+		t->memo_none = 1;
+		return NULL;
+	}
+	m->cap = (unsigned)((len - sizeof *m) / sizeof m->st[0]);
+	t->memo = m;
+	t->memo_len = len;
+	return m;
+}
+
 static void record_alloc(struct hp_thread *t, void *p, size_t n)
 {
 	hp_own_add(&t->tot.allocs, 1);
@@ -180,8 +200,10 @@ static void record_alloc(struct hp_thread *t, void *p, size_t n)
 		v.size |= HP_LIVE_SAMPLED;
 	}
 	uint64_t frames[HP_MAX_DEPTH];
-	unsigned d = hp_stack_capture(frames, hp.args.max_depth);
-	v.stack = hp_stack_intern(frames, d);
+	int same;
+	unsigned d = hp_stack_capture(frames, hp.args.max_depth, thread_memo(t), &same);
+	v.stack = same && t->memo_id ? t->memo_id : hp_stack_intern(frames, d);
+	t->memo_id = v.stack;
 	if (!v.stack)
 		lost(t);
 	int rc = hp_live_insert((uintptr_t)p, v, &old);

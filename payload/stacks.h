@@ -17,8 +17,11 @@
 int hp_stacks_init(uint64_t max_memory);
 void hp_stacks_fini(void);
 
-/* Fills frames[0..max) and returns the depth. */
-unsigned hp_stack_capture(uint64_t *frames, unsigned max);
+struct hp_unwind_memo;
+
+/* Fills frames[0..max) and returns the depth; with a memo (the calling thread's, or NULL),
+ * *same says the frames equal the last capture's with it. */
+unsigned hp_stack_capture(uint64_t *frames, unsigned max, struct hp_unwind_memo *memo, int *same);
 uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
 
 typedef void (*hp_stack_fn)(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg);

@@ -32,6 +32,8 @@ void hp_threads_fini(void)
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
 		hp_site_tab_free(&hp_threads[i].tab[0]);
 		hp_site_tab_free(&hp_threads[i].tab[1]);
+		if (hp_threads[i].memo)
+			hp_unmap(hp_threads[i].memo, hp_threads[i].memo_len);
 	}
 	hp_unmap(hp_threads, THREADS_CAP * sizeof *hp_threads);
 	hp_threads = NULL;

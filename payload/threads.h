@@ -74,6 +74,11 @@ struct hp_thread {
 	struct hp_totals tot;
 	int64_t countdown; /* sampling: bytes left before the next sampled allocation */
 	uint64_t rng;	   /* xorshift64* state; 0 until the first sampling decision */
+	/* Full mode: the thread's last stack walk and the stack id it got (unwind.h). */
+	struct hp_unwind_memo *memo;
+	size_t memo_len;
+	uint32_t memo_id;
+	int memo_none; /* no memory for one: walk without */
 } __attribute__((aligned(64)));
 
 static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)

@@ -25,6 +25,8 @@ enum kind { K_SLOW = 0, K_RSP = 1, K_RBP = 2, K_END = 3 };
 #define CACHE_BITS 15
 #define CACHE_SLOTS (1u << CACHE_BITS)
 #define CACHE_PROBES 16u
+/* Steps a walk with a memo takes before it must have met the last walk's frames. */
+#define MEMO_PREFIX 16u
 
 struct __attribute__((aligned(16))) slot {
 	_Atomic uint64_t key; /* lookup address; 0 = empty */
@@ -32,7 +34,7 @@ struct __attribute__((aligned(16))) slot {
 };
 
 static struct slot *cache;
-static unsigned long modules_gen;
+static _Atomic unsigned long modules_gen;
 
 /* The main thread's stack ends at the page holding __libc_stack_end; no frame lies above. */
 extern void *__libc_stack_end;
@@ -66,9 +68,9 @@ void hp_unwind_check_modules(void)
 {
 	unsigned long long subs = 0;
 	dl_iterate_phdr(subs_cb, &subs);
-	if (subs == modules_gen || !cache)
+	if (subs == atomic_load(&modules_gen) || !cache)
 		return;
-	modules_gen = subs;
+	atomic_store(&modules_gen, subs);
 	for (unsigned i = 0; i < CACHE_SLOTS; i++) {
 		atomic_store_explicit(&cache[i].val, 0, memory_order_relaxed);
 		atomic_store_explicit(&cache[i].key, 0, memory_order_release);
@@ -574,6 +576,39 @@ static inline int readable(uintptr_t a, uintptr_t lo, uintptr_t hi)
 	return a >= lo && a <= hi - 8 && !(a & 7);
 }
 
+/* One step of the walk from the frame of code address look, whose stack pointer is *sp:
+ * 1 with the caller's frame in *s (and *sp, *bp moved to it), 0 at the end of the stack,
+ * -1 when the slow path must walk. */
+static inline int walk_step(uintptr_t look, uintptr_t lo, uintptr_t hi, uintptr_t *sp,
+			    uintptr_t *bp, struct hp_unwind_step *s)
+{
+	uint64_t v = rule_for(look);
+	unsigned kind = v & 3;
+	if (kind == K_SLOW)
+		return -1;
+	if (kind == K_END)
+		return 0;
+	uintptr_t cfa = (kind == K_RSP ? *sp : *bp) + (uintptr_t)(v >> 12 & CFA_MAX);
+	if (!readable(cfa - 8, lo, hi) || cfa <= *sp)
+		return 0;
+	uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+	s->bp_at = 0;
+	if (v & V_SAVED) {
+		uintptr_t at = cfa - 8 * (uintptr_t)(v >> 3 & RBP_SLOTS);
+		if (!readable(at, lo, hi))
+			return 0;
+		*bp = *(const uintptr_t *)at;
+		s->bp_at = at;
+	}
+	if (ra == 0)
+		return 0;
+	s->cfa = cfa;
+	s->ra = ra;
+	s->bp = *bp;
+	*sp = cfa;
+	return 1;
+}
+
 int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 		   uintptr_t pc, uintptr_t sp, uintptr_t bp)
 {
@@ -582,30 +617,142 @@ int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t 
 		return -1;
 	unsigned n = 0;
 	uintptr_t look = pc;
+	struct hp_unwind_step s;
 	while (n < max) {
-		uint64_t v = rule_for(look);
-		unsigned kind = v & 3;
-		if (kind == K_SLOW)
+		int r = walk_step(look, lo, hi, &sp, &bp, &s);
+		if (r < 0)
 			return -1;
-		if (kind == K_END)
+		if (!r)
 			break;
-		uintptr_t cfa = (kind == K_RSP ? sp : bp) + (uintptr_t)(v >> 12 & CFA_MAX);
-		if (!readable(cfa - 8, lo, hi) || cfa <= sp)
-			break;
-		uintptr_t ra = *(const uintptr_t *)(cfa - 8);
-		if (v & V_SAVED) {
-			uintptr_t at = cfa - 8 * (uintptr_t)(v >> 3 & RBP_SLOTS);
-			if (!readable(at, lo, hi))
-				break;
-			bp = *(const uintptr_t *)at;
-		}
-		if (ra == 0)
-			break;
-		if (ra < drop_lo || ra >= drop_hi)
-			frames[n++] = ra;
-		sp = cfa;
-		look = ra - 1;
+		if (s.ra < drop_lo || s.ra >= drop_hi)
+			frames[n++] = s.ra;
+		look = s.ra - 1;
 	}
+	return (int)n;
+}
+
+size_t hp_unwind_memo_size(unsigned max)
+{
+	return sizeof(struct hp_unwind_memo) + (max + MEMO_PREFIX) * sizeof(struct hp_unwind_step);
+}
+
+/* Steps from i on still hold: each return address, and each saved rbp, is still where the
+ * walk read it. Steps before i matched already, so each of these has the same CFA rule
+ * and the same CFA as before; what the stack now holds there decides the rest. */
+static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, uintptr_t hi)
+{
+	for (; i < m->n; i++) {
+		const struct hp_unwind_step *s = &m->st[i];
+		if (!readable(s->cfa - 8, lo, hi) || *(const uintptr_t *)(s->cfa - 8) != s->ra)
+			return 0;
+		if (s->bp_at &&
+		    (!readable(s->bp_at, lo, hi) || *(const uintptr_t *)s->bp_at != s->bp))
+			return 0;
+	}
+	return 1;
+}
+
+static int same_step(const struct hp_unwind_step *a, const struct hp_unwind_step *b)
+{
+	return a->cfa == b->cfa && a->ra == b->ra && a->bp == b->bp && a->bp_at == b->bp_at;
+}
+
+/* Appends a step to the memo while it has room; a walk longer than that leaves none. */
+static void memo_put(struct hp_unwind_memo *m, const struct hp_unwind_step *s)
+{
+	if (m->n < m->cap)
+		m->st[m->n++] = *s;
+	else
+		m->cap_hit = 1;
+}
+
+int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+			uintptr_t pc, uintptr_t sp, uintptr_t bp, struct hp_unwind_memo *m,
+			int *same)
+{
+	*same = 0;
+	uintptr_t lo = sp, hi = stack_top(sp);
+	if (!hi)
+		return -1;
+	unsigned long gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
+	int usable = m->n && !m->cap_hit && m->gen == gen && m->max == max;
+	struct hp_unwind_step pre[MEMO_PREFIX], s;
+	unsigned npre = 0, p = 0, n = 0;
+	uintptr_t look = pc;
+	int r = 1, spliced = 0;
+	/* Up to the first frame the last walk had too, steps go to pre. */
+	while (n < max && npre < MEMO_PREFIX) {
+		r = walk_step(look, lo, hi, &sp, &bp, &s);
+		if (r <= 0)
+			break;
+		if (s.ra < drop_lo || s.ra >= drop_hi)
+			frames[n++] = s.ra;
+		look = s.ra - 1;
+		pre[npre++] = s;
+		if (!usable)
+			continue;
+		while (p < m->n && m->st[p].cfa < s.cfa)
+			p++;
+		if (p < m->n && same_step(&m->st[p], &s) && memo_holds(m, p + 1, lo, hi)) {
+			spliced = 1;
+			break;
+		}
+	}
+	if (r < 0) {
+		m->n = 0;
+		return -1;
+	}
+	if (spliced) {
+		int prefix_same = p + 1 == npre;
+		for (unsigned i = 0; prefix_same && i < npre; i++)
+			prefix_same = m->st[i].ra == pre[i].ra;
+		/* The rest of the last walk, as far as max lets it. */
+		unsigned i = p + 1;
+		for (; i < m->n && n < max; i++)
+			if (m->st[i].ra < drop_lo || m->st[i].ra >= drop_hi)
+				frames[n++] = m->st[i].ra;
+		unsigned tail = i - (p + 1);
+		if (npre + tail > m->cap) {
+			m->n = 0;
+			return (int)n;
+		}
+		if (i < m->n)
+			m->cut = 1;
+		if (npre != p + 1)
+			memmove(&m->st[npre], &m->st[p + 1], tail * sizeof s);
+		memcpy(m->st, pre, npre * sizeof s);
+		m->n = npre + tail;
+		*same = prefix_same;
+		/* Where the last walk stopped at max, this one may go on from its end. */
+		if (!m->cut || n == max)
+			return (int)n;
+		s = m->st[m->n - 1];
+		sp = s.cfa;
+		bp = s.bp;
+		look = s.ra - 1;
+		r = 1;
+		*same = 0;
+	} else {
+		memcpy(m->st, pre, npre * sizeof s);
+		m->n = npre;
+	}
+	m->gen = gen;
+	m->max = max;
+	m->cap_hit = 0;
+	while (r > 0 && n < max) {
+		r = walk_step(look, lo, hi, &sp, &bp, &s);
+		if (r < 0) {
+			m->n = 0;
+			return -1;
+		}
+		if (!r)
+			break;
+		if (s.ra < drop_lo || s.ra >= drop_hi)
+			frames[n++] = s.ra;
+		look = s.ra - 1;
+		memo_put(m, &s);
+	}
+	m->cut = n == max && r > 0;
 	return (int)n;
 }
 
@@ -657,6 +804,22 @@ __attribute__((noinline)) unsigned hp_unwind(uint64_t *frames, unsigned max, uin
 			 "mov %%rbp, %2"
 			 : "=r"(pc), "=r"(sp), "=r"(bp));
 	int n = hp_unwind_regs(frames, max, drop_lo, drop_hi, pc, sp, bp);
+	if (n < 0)
+		n = (int)slow_walk(frames, max, drop_lo, drop_hi);
+	__asm__ volatile("" ::: "memory");
+	return (unsigned)n;
+}
+
+__attribute__((noinline)) unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo,
+						  uintptr_t drop_hi, struct hp_unwind_memo *m,
+						  int *same)
+{
+	uintptr_t pc, sp, bp;
+	__asm__ volatile("lea 0(%%rip), %0\n\t"
+			 "mov %%rsp, %1\n\t"
+			 "mov %%rbp, %2"
+			 : "=r"(pc), "=r"(sp), "=r"(bp));
+	int n = hp_unwind_regs_memo(frames, max, drop_lo, drop_hi, pc, sp, bp, m, same);
 	if (n < 0)
 		n = (int)slow_walk(frames, max, drop_lo, drop_hi);
 	__asm__ volatile("" ::: "memory");

@@ -12,11 +12,33 @@
  * thread's stack and the walk stops rather than fault on a corrupt one.
  * hp_unwind works without the table (slower) when hp_unwind_init was not called or failed.
  * hp_unwind_check_modules (one thread, outside hooks) empties the table after a dlclose.
+ * hp_unwind_memo gives the same result from one thread's memo of its last walk: once a
+ * step reaches a frame that walk had (same CFA, return address and rbp), the rest of it is
+ * taken if every return address and saved rbp it read is still there, which is what a
+ * walk would read with the same rules; no rule is looked up for those frames. *same says
+ * the frames equal the last walk's.
  */
 #ifndef HEAPPROF_UNWIND_H
 #define HEAPPROF_UNWIND_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* One frame of a walk: its CFA, the return address read at CFA-8, and rbp after the step
+ * with the address it was read from (0: rbp unchanged). */
+struct hp_unwind_step {
+	uintptr_t cfa, ra, bp, bp_at;
+};
+
+/* A thread's last walk; zeroed = none. */
+struct hp_unwind_memo {
+	unsigned long gen; /* hp_unwind_check_modules's count when it was taken */
+	unsigned n, cap;   /* steps held, room (set by the owner at allocation) */
+	unsigned max;	   /* the max it was taken with */
+	int cut;	   /* stopped at max rather than at the end of the stack */
+	int cap_hit;	   /* had more steps than room: unusable */
+	struct hp_unwind_step st[];
+};
 
 int hp_unwind_init(void);
 void hp_unwind_fini(void);
@@ -25,9 +47,17 @@ void hp_unwind_check_modules(void);
 unsigned hp_unwind(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
 unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
 
+/* Bytes of a memo for walks of at most max frames (cap = max + 16 steps). */
+size_t hp_unwind_memo_size(unsigned max);
+unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+			struct hp_unwind_memo *m, int *same);
+
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */
 int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 		   uintptr_t pc, uintptr_t sp, uintptr_t bp);
+int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+			uintptr_t pc, uintptr_t sp, uintptr_t bp, struct hp_unwind_memo *m,
+			int *same);
 
 #endif

@@ -45,12 +45,14 @@ typedef void (*shape_cb)(void *arg);
 typedef int (*recurse_fn)(int depth, shape_cb cb, void *arg);
 typedef int (*alloca_fn)(int depth, int size, shape_cb cb, void *arg);
 typedef int (*sorted_fn)(shape_cb cb, void *arg);
+typedef int (*two_sites_fn)(int which, shape_cb cb, void *arg);
 
 struct lib {
 	void *h;
 	recurse_fn recurse;
 	alloca_fn alloca_chain;
 	sorted_fn sorted;
+	two_sites_fn two_sites;
 };
 
 static struct lib libs[2]; /* with frame pointers, without */
@@ -252,6 +254,126 @@ static void test_garbage(void **state)
 	free(heap);
 }
 
+/* The memo's walks against libgcc's, one after the other, on shapes that share frames with
+ * the walk before in every way: deeper, shallower, the same, the same frames below a
+ * different caller, variable-size frames of another size at the same depth, both builds,
+ * another thread's stack, and walks cut at max. */
+static struct hp_unwind_memo *memo;
+static int memo_same;
+
+/* Called like the others from call_unwinder; its own frame is the extra first one. */
+__attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max, uintptr_t lo,
+						      uintptr_t hi)
+{
+	uint64_t g[MAX + 1];
+	unsigned n = hp_unwind_memo(g, max + 1, lo, hi, memo, &memo_same);
+	assert_true(n >= 1);
+	memcpy(f, g + 1, (n - 1) * sizeof *f);
+	__asm__ volatile("" ::: "memory");
+	return n - 1;
+}
+
+struct memo_cap {
+	uint64_t memo[MAX], slow[MAX];
+	unsigned nmemo, nslow, max;
+	int same;
+};
+
+static void capture_memo(void *arg)
+{
+	struct memo_cap *c = arg;
+	for (volatile int i = 0; i < 2; i++) {
+		unsigned n =
+		    call_unwinder(i ? memo_unwind : hp_unwind_slow, i ? c->memo : c->slow, c->max);
+		*(i ? &c->nmemo : &c->nslow) = n;
+	}
+	c->same = memo_same;
+}
+
+enum { S_RECURSE, S_ALLOCA, S_TWO_SITES, S_MIXED };
+
+struct memo_shape {
+	int kind, lib, a, b;
+	unsigned max;
+	int same; /* the frames must equal the walk before's */
+};
+
+static void *memo_thread(void *arg)
+{
+	libs[0].recurse(4, capture_memo, arg);
+	return NULL;
+}
+
+static void mixed_memo(void *arg)
+{
+	libs[1].recurse(2, capture_memo, arg);
+}
+
+static void run_memo_shape(const struct memo_shape *s, struct memo_cap *c)
+{
+	memset(c, 0, sizeof *c);
+	c->max = s->max;
+	switch (s->kind) {
+	case S_RECURSE:
+		libs[s->lib].recurse(s->a, capture_memo, c);
+		break;
+	case S_ALLOCA:
+		libs[s->lib].alloca_chain(s->a, s->b, capture_memo, c);
+		break;
+	case S_TWO_SITES:
+		libs[s->lib].two_sites(s->a, capture_memo, c);
+		break;
+	default:
+		libs[0].recurse(s->a, mixed_memo, c);
+		break;
+	}
+}
+
+static void test_memo(void **state)
+{
+	(void)state;
+	static const struct memo_shape shapes[] = {
+	    {S_RECURSE, 0, 5, 0, MAX, 0},   {S_RECURSE, 0, 5, 0, MAX, 1},
+	    {S_RECURSE, 0, 3, 0, MAX, 0},   {S_RECURSE, 0, 9, 0, MAX, 0},
+	    {S_RECURSE, 1, 9, 0, MAX, 0},   {S_RECURSE, 1, 9, 0, MAX, 1},
+	    {S_TWO_SITES, 0, 1, 0, MAX, 0}, {S_TWO_SITES, 0, 0, 0, MAX, 0},
+	    {S_TWO_SITES, 0, 0, 0, MAX, 1}, {S_TWO_SITES, 1, 1, 0, MAX, 0},
+	    {S_ALLOCA, 0, 3, 24, MAX, 0},   {S_ALLOCA, 0, 3, 40, MAX, 0},
+	    {S_ALLOCA, 0, 3, 40, MAX, 1},   {S_ALLOCA, 1, 4, 8, MAX, 0},
+	    {S_MIXED, 0, 3, 0, MAX, 0},	    {S_MIXED, 0, 3, 0, MAX, 1},
+	    {S_RECURSE, 0, 70, 0, 20, 0},   {S_RECURSE, 0, 60, 0, 20, 0},
+	    {S_RECURSE, 0, 60, 0, MAX, 0},  {S_RECURSE, 0, 6, 0, 8, 0},
+	    {S_RECURSE, 0, 2, 0, 8, 0},	    {S_RECURSE, 0, 2, 0, MAX, 0},
+	};
+	size_t len = hp_unwind_memo_size(MAX + 1);
+	memo = calloc(1, len);
+	assert_non_null(memo);
+	memo->cap = (unsigned)((len - sizeof *memo) / sizeof memo->st[0]);
+	for (int round = 0; round < 3; round++) {
+		for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+			struct memo_cap c;
+			run_memo_shape(&shapes[i], &c);
+			assert_true(c.nslow > 3);
+			assert_int_equal(c.nmemo, c.nslow);
+			assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
+			if (shapes[i].same)
+				assert_true(c.same);
+			if (i && !shapes[i].same && shapes[i].kind == shapes[i - 1].kind &&
+			    shapes[i].a != shapes[i - 1].a)
+				assert_false(c.same);
+		}
+		struct memo_cap c = {.max = MAX};
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, memo_thread, &c), 0);
+		pthread_join(t, NULL);
+		assert_int_equal(c.nmemo, c.nslow);
+		assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
+		assert_false(c.same);
+	}
+	free(memo);
+	memo = NULL;
+}
+
 static int load(struct lib *l, const char *path, const char *pfx)
 {
 	char name[64];
@@ -264,7 +386,9 @@ static int load(struct lib *l, const char *path, const char *pfx)
 	l->alloca_chain = (alloca_fn)dlsym(l->h, name);
 	snprintf(name, sizeof name, "%ssorted", pfx);
 	l->sorted = (sorted_fn)dlsym(l->h, name);
-	return l->recurse && l->alloca_chain && l->sorted ? 0 : -1;
+	snprintf(name, sizeof name, "%stwo_sites", pfx);
+	l->two_sites = (two_sites_fn)dlsym(l->h, name);
+	return l->recurse && l->alloca_chain && l->sorted && l->two_sites ? 0 : -1;
 }
 
 static int setup(void **state)
@@ -289,7 +413,7 @@ int main(void)
 	    cmocka_unit_test(test_recursion), cmocka_unit_test(test_alloca),
 	    cmocka_unit_test(test_mixed),     cmocka_unit_test(test_qsort_callback),
 	    cmocka_unit_test(test_thread),    cmocka_unit_test(test_no_table),
-	    cmocka_unit_test(test_garbage),
+	    cmocka_unit_test(test_garbage),   cmocka_unit_test(test_memo),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,7 @@ typedef void (*shape_cb)(void *arg);
 int SHAPE(recurse)(int depth, shape_cb cb, void *arg);
 int SHAPE(alloca_chain)(int depth, int size, shape_cb cb, void *arg);
 int SHAPE(sorted)(shape_cb cb, void *arg);
+int SHAPE(two_sites)(int which, shape_cb cb, void *arg);
 
 /* Keeps every call a real call: the result is used after it returns. */
 static volatile int sink;
@@ -59,4 +60,15 @@ int SHAPE(sorted)(shape_cb cb, void *arg)
 	sort_arg = arg;
 	qsort(v, 8, sizeof v[0], cmp);
 	return sink + v[0];
+}
+
+/* The same recursion from two call sites at the same stack depth: inside it, every frame
+ * but this one's return address is the same. */
+__attribute__((noipa)) int SHAPE(two_sites)(int which, shape_cb cb, void *arg)
+{
+	if (which)
+		sink += SHAPE(recurse)(2, cb, arg);
+	else
+		sink -= SHAPE(recurse)(2, cb, arg);
+	return sink;
 }
