@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,7 +110,8 @@ static void usage(FILE *f, const struct bench_def *def)
 			*p->value);
 	}
 	fputs("Prints \"ready pid=<pid>\" at once and ends with "
-	      "\"ops_per_s=<float> threads=<P> seconds=<elapsed>\".\n",
+	      "\"ops_per_s=<float> threads=<P> seconds=<elapsed> cpu_s=<CPU time>\"\n"
+	      "(the whole process's user + system time while the workers ran).\n",
 	      f);
 }
 
@@ -243,8 +245,18 @@ static uint64_t total_ops(int threads)
 
 static void print_rate(double ops, int threads, double seconds)
 {
-	printf("ops_per_s=%.1f threads=%d seconds=%.3f\n", seconds > 0 ? ops / seconds : 0.0,
+	printf("ops_per_s=%.1f threads=%d seconds=%.3f", seconds > 0 ? ops / seconds : 0.0,
 	       threads, seconds);
+}
+
+/* User + system time of every thread of the process, a profiler's included. */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* Sleeps until the run is over, printing progress lines on the way. */
@@ -270,6 +282,7 @@ static void supervise(const struct bench_opts *o, const struct timespec *start)
 			uint64_t ops = total_ops(o->threads);
 
 			print_rate((double)(ops - last_ops), o->threads, ts_diff(&now, &last));
+			putchar('\n');
 			last_ops = ops;
 			last = now;
 			tick.tv_sec++;
@@ -304,6 +317,7 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 	if (def->setup && def->setup(&o))
 		return 1;
 
+	double cpu0 = cpu_seconds();
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (started = 0; started < o.threads; started++) {
 		struct worker *w = &workers[started];
@@ -325,10 +339,12 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 		if (ts_diff(&workers[i].end, &start) > elapsed)
 			elapsed = ts_diff(&workers[i].end, &start);
 	}
+	double cpu = cpu_seconds() - cpu0;
 	if (def->teardown)
 		def->teardown();
 	if (started < o.threads)
 		return 1;
 	print_rate((double)total_ops(o.threads), o.threads, elapsed);
+	printf(" cpu_s=%.3f\n", cpu);
 	return 0;
 }

@@ -53,7 +53,8 @@ EXTRA_PROGRAMS += $(BENCH_TOOLS)
 CLEANFILES += $(BENCH_TOOLS) bench-results.md
 bench_stop_probe_SOURCES = bench/stop-probe.c
 bench_stop_probe_CFLAGS = $(BENCH_CFLAGS)
-EXTRA_DIST += bench/run-bench.sh bench/redis-bench.sh bench/bench-lib.sh docs/performance.md
+EXTRA_DIST += bench/run-bench.sh bench/redis-bench.sh bench/bench-lib.sh bench/ab-cpu.sh \
+	docs/performance.md
 
 .PHONY: bench
 bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
@@ -61,6 +62,15 @@ bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
 	BENCH_PROGRAMS="$(BENCH_PROGRAMS)" BENCH_PROBE_THREADS="$(BENCH_PROBE_THREADS)" \
 	BENCH_STOP_CYCLES="$(BENCH_STOP_CYCLES)" REDIS_REQUESTS="$(REDIS_REQUESTS)" \
 	bash $(srcdir)/bench/run-bench.sh $(abs_top_builddir) $(abs_top_builddir)/bench-results.md
+
+# Two payloads against each other on one program, by CPU time rather than wall time
+# (bench/ab-cpu.sh; docs/performance.md, "Noise"): for example
+#   make bench-ab AB_PROGRAM=threadtest AB_A=/tmp/old/payload/heapprof-payload.so \
+#     AB_B=payload/heapprof-payload.so
+# AB_PAIRS, AB_SECONDS, AB_THREADS and AB_OPTS pass through the environment.
+.PHONY: bench-ab
+bench-ab: all bench-programs
+	bash $(srcdir)/bench/ab-cpu.sh $(abs_top_builddir) "$(AB_PROGRAM)" "$(AB_A)" "$(AB_B)"
 
 # The viewer under the load of an hour on a busy server: bench/viewer-load writes a
 # synthetic stream into heapprof-viewer and times heapprof-view on the profile

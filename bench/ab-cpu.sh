@@ -1,0 +1,73 @@
+#!/bin/bash
+# ab-cpu.sh - `make bench-ab`: which of two payloads costs one program less, by CPU time.
+#
+# Usage: ab-cpu.sh BUILDDIR PROGRAM PAYLOAD_A PAYLOAD_B
+# On a virtual machine the host's load moves wall-clock ratios by 20 to 40% between runs,
+# more than most single changes are worth. This compares operations per CPU second of the
+# process instead (the program's cpu_s: user + system time of all its threads while the
+# workers ran, the payload's collector included; steal time is not in it). Each round runs
+# PROGRAM unprofiled and then attached from its start with PAYLOAD_A, then the same with
+# PAYLOAD_B (HEAPPROF_PAYLOAD), and prints both ratios; the last line gives each payload's
+# median. Environment: AB_PAIRS rounds (default 3), AB_SECONDS per run (3), AB_THREADS (2),
+# AB_OPTS heapprof-attach options ("--mode full").
+bench_me=ab-cpu
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/bench-lib.sh
+. "$here/bench-lib.sh"
+
+if [ $# -ne 4 ]; then
+	echo "usage: $0 BUILDDIR PROGRAM PAYLOAD_A PAYLOAD_B" >&2
+	exit 2
+fi
+build=$(cd "$1" && pwd) || exit 2
+prog=$build/bench/$2
+bench_attach=$build/src/heapprof-attach
+pairs=${AB_PAIRS:-3} seconds=${AB_SECONDS:-3} threads=${AB_THREADS:-2}
+opts=${AB_OPTS:---mode full}
+for f in "$prog" "$bench_attach" "$3" "$4"; do
+	[ -e "$f" ] || {
+		bench_log "$f is missing"
+		exit 1
+	}
+done
+trap bench_cleanup EXIT
+
+# per_cpu [PAYLOAD]: operations per CPU second of one run, attached with PAYLOAD if given.
+per_cpu()
+{
+	local out=$bench_tmp/prog tpid apid=
+
+	bench_spawn "$out" "$out.err" "$prog" --seconds "$seconds" --threads "$threads"
+	tpid=$bench_pid
+	bench_wait_line "$out" '^ready pid=' 10 || return 1
+	if [ $# -eq 1 ]; then
+		# shellcheck disable=SC2086 # opts is a list of words
+		bench_spawn "$out.att" "$out.att.err" env HEAPPROF_PAYLOAD="$1" "$bench_attach" \
+			--batch $opts --output "$bench_tmp/ab.hpf" "$tpid"
+		apid=$bench_pid
+	fi
+	bench_wait_exit "$tpid" $((seconds * 4 + 30)) || return 1
+	[ -z "$apid" ] || bench_wait_exit "$apid" 30 || return 1
+	awk '/^ops_per_s=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+		END { if (v["cpu_s"] > 0) printf "%.1f\n", v["ops_per_s"] * v["seconds"] / v["cpu_s"] }' "$out"
+}
+
+a_ratios=() b_ratios=()
+for ((i = 1; i <= pairs; i++)); do
+	for side in A B; do
+		payload=$3
+		[ $side = B ] && payload=$4
+		u=$(per_cpu) && p=$(per_cpu "$payload") || {
+			bench_log "round $i, $side: a run failed ($(tail -n 1 "$bench_tmp/prog.att.err" 2>/dev/null))"
+			exit 1
+		}
+		r=$(bench_ratio "$u" "$p")
+		echo "round $i $side: $2 $opts P=$threads: $r (ops per CPU second $u unprofiled, $p attached)"
+		if [ $side = A ]; then a_ratios+=("${r%x}"); else b_ratios+=("${r%x}"); fi
+	done
+done
+median()
+{
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) "x" }'
+}
+echo "median: A $(median "${a_ratios[@]}") ($3), B $(median "${b_ratios[@]}") ($4)"
