@@ -57,10 +57,10 @@ for ((i = 1; i <= pairs; i++)); do
 	for side in A B; do
 		payload=$3
 		[ $side = B ] && payload=$4
-		u=$(per_cpu) && p=$(per_cpu "$payload") || {
+		if ! u=$(per_cpu) || ! p=$(per_cpu "$payload"); then
 			bench_log "round $i, $side: a run failed ($(tail -n 1 "$bench_tmp/prog.att.err" 2>/dev/null))"
 			exit 1
-		}
+		fi
 		r=$(bench_ratio "$u" "$p")
 		echo "round $i $side: $2 $opts P=$threads: $r (ops per CPU second $u unprofiled, $p attached)"
 		if [ $side = A ]; then a_ratios+=("${r%x}"); else b_ratios+=("${r%x}"); fi
