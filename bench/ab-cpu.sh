@@ -48,8 +48,7 @@ per_cpu()
 	fi
 	bench_wait_exit "$tpid" $((seconds * 4 + 30)) || return 1
 	[ -z "$apid" ] || bench_wait_exit "$apid" 30 || return 1
-	awk '/^ops_per_s=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-		END { if (v["cpu_s"] > 0) printf "%.1f\n", v["ops_per_s"] * v["seconds"] / v["cpu_s"] }' "$out"
+	bench_cpu_rate "$out"
 }
 
 a_ratios=() b_ratios=()

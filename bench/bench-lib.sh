@@ -148,6 +148,14 @@ bench_ops()
 	sed -n 's/^ops_per_s=\([0-9.]*\) .*/\1/p' "$1" | tail -n 1
 }
 
+# bench_cpu_rate FILE: operations per CPU second of the process (its final line's ops_per_s
+# times seconds over cpu_s), or nothing.
+bench_cpu_rate()
+{
+	awk '/^ops_per_s=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+		END { if (v["cpu_s"] > 0) printf "%.1f\n", v["ops_per_s"] * v["seconds"] / v["cpu_s"] }' "$1"
+}
+
 # bench_ratio A B: A / B to two decimals with an "x", or "n/a" when either is missing or 0.
 bench_ratio()
 {
