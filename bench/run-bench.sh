@@ -286,7 +286,7 @@ report()
 	echo "- Geometric mean of the ratios at P=2, the seven programs (microbench excluded):" \
 		"full $(bench_geomean "${full_p2[@]}"), sampled $(bench_geomean "${sampled_p2[@]}")," \
 		"heaptrack $(bench_geomean "${heaptrack_p2[@]}")."
-	echo "- heapprof's the same by CPU time (operations per CPU second of the target," \
+	echo "- The same for heapprof by CPU time (operations per CPU second of the target," \
 		"unprofiled / profiled: the host's steal time is left out, and so is the viewer," \
 		"a process of its own; docs/performance.md, \"Noise\"): full" \
 		"$(bench_geomean "${full_p2_cpu[@]}"), sampled $(bench_geomean "${sampled_p2_cpu[@]}")."
