@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "inject/faultpoint.h"
+#include "inject/slack.h"
 #include "inject/tramp.h"
 
 /* Large enough for every xsave layout known (AMX makes it ~11 KiB); the kernel shortens
@@ -171,10 +172,7 @@ int hp_thread_seize(pid_t pid, pid_t tid, struct hp_thread *t)
  * call that outlived its timeout (which keeps it) never comes here. */
 static void erase_tramp(struct hp_thread *t)
 {
-	unsigned char zero[256] = {0};
-	size_t len = hp_tramp_len();
-	if (len <= sizeof zero && pwrite(t->mem_fd, zero, len, (off_t)t->tramp) == (ssize_t)len)
-		t->tramp_owned = 0;
+	hp_slack_zero(t->mem_fd, t->tramp, hp_tramp_len());
 }
 
 /* The registers are the resume registers (tramp.h): an interrupted syscall is issued again

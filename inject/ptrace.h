@@ -35,12 +35,11 @@ struct hp_thread {
 	int modified;	    /* registers or mask differ from what was found */
 	int dead;	    /* the thread (or process) exited while held */
 	int attached;
-	uint64_t scratch_top;  /* remote.c: lowest byte of target stack used so far */
-	uint64_t tramp;	       /* the trampoline's base in the target (tramp.h); 0: none yet */
-	int tramp_owned;       /* written by this hold, so erased by its release */
-	uint64_t frame;	       /* the thread's frame for the trampoline, on its stack */
-	int at_tramp_stop; /* stopped at the trampoline's syscall-entry: a call returned */
-	int abandoned;	   /* a call outlived its timeout and finishes on its own */
+	uint64_t scratch_top; /* remote.c: lowest byte of target stack used so far */
+	uint64_t tramp;	      /* the trampoline's base in the target (tramp.h); 0: none yet */
+	int tramp_owned;      /* written by this hold, so erased by its release */
+	uint64_t frame;	      /* the thread's frame for the trampoline, on its stack */
+	int abandoned;	      /* a call outlived its timeout and finishes on its own */
 	sigset_t caller_mask;
 	struct timespec seized_at;
 };

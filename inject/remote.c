@@ -81,19 +81,13 @@ static int ensure_tramp(struct hp_thread *t, struct hp_error *err)
 	if (t->tramp)
 		return 0;
 	size_t len = hp_tramp_len();
-	unsigned char *zero = calloc(1, len);
-	if (!zero) {
-		hp_error_set(err, "out of memory");
-		return -1;
-	}
 	uint64_t at;
 	int found = hp_slack_find(t->pid, t->mem_fd, hp_tramp_image(), len, &at);
 	int owned = 0;
 	if (found == 0) {
-		found = hp_slack_find(t->pid, t->mem_fd, zero, len, &at);
+		found = hp_slack_find_free(t->pid, t->mem_fd, len, &at);
 		owned = 1;
 	}
-	free(zero);
 	if (found <= 0) {
 		hp_error_set(err,
 			     "process %d has no free room of %zu bytes at the end of its code "
@@ -165,7 +159,6 @@ static int prepare(struct hp_thread *t, uint64_t fn, const uint64_t *args, size_
 			     (int)t->tid, strerror(errno));
 		return -1;
 	}
-	t->at_tramp_stop = 0;
 	t->at_signal_stop = 0;
 	return 0;
 }
@@ -237,7 +230,6 @@ int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uin
 				return -1;
 			}
 			if (regs.rip == stop_ip && regs.orig_rax == SYS_rt_sigprocmask) {
-				t->at_tramp_stop = 1;
 				*ret = regs.r12;
 				hp_fault_point("HEAPPROF_TEST_KILL_AFTER", what);
 				return 0;

@@ -2,6 +2,7 @@
 #include "inject/slack.h"
 
 #include <elf.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,8 @@ static int slack_each(pid_t pid, int mem_fd, int (*fn)(void *ctx, const struct t
 	return r;
 }
 
+static const unsigned char zero_page[PAGE];
+
 struct find {
 	int mem_fd;
 	const void *bytes;
@@ -192,6 +195,20 @@ int hp_slack_find(pid_t pid, int mem_fd, const void *bytes, size_t len, uint64_t
 	return r;
 }
 
+int hp_slack_find_free(pid_t pid, int mem_fd, size_t len, uint64_t *at)
+{
+	return len <= PAGE ? hp_slack_find(pid, mem_fd, zero_page, len, at) : 0;
+}
+
+int hp_slack_zero(int mem_fd, uint64_t addr, size_t len)
+{
+	if (len > PAGE) {
+		errno = EINVAL;
+		return -1;
+	}
+	return pwrite(mem_fd, zero_page, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
 static int match_pair(void *ctx, const struct tails *t)
 {
 	struct find *f = ctx;
@@ -205,11 +222,11 @@ static int match_pair(void *ctx, const struct tails *t)
 int hp_slack_find_free_pair(pid_t pid, int mem_fd, size_t code_len, size_t data_len, uint64_t *code,
 			    uint64_t *data)
 {
-	static const unsigned char zero[PAGE];
 	struct find *f = calloc(1, sizeof *f);
 	if (!f)
 		return -1;
-	*f = (struct find){.mem_fd = mem_fd, .bytes = zero, .len = code_len, .data_len = data_len};
+	*f = (struct find){
+	    .mem_fd = mem_fd, .bytes = zero_page, .len = code_len, .data_len = data_len};
 	int r = code_len <= PAGE && data_len <= PAGE ? slack_each(pid, mem_fd, match_pair, f) : 0;
 	if (r > 0) {
 		*code = f->at;

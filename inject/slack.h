@@ -20,6 +20,12 @@
  * With bytes all zero this finds free room. */
 int hp_slack_find(pid_t pid, int mem_fd, const void *bytes, size_t len, uint64_t *at);
 
+/* hp_slack_find for len zero bytes (len at most a page). */
+int hp_slack_find_free(pid_t pid, int mem_fd, size_t len, uint64_t *at);
+
+/* Writes len zero bytes (at most a page) at addr in the target: 0, or -1 with errno. */
+int hp_slack_zero(int mem_fd, uint64_t addr, size_t len);
+
 /* The first module whose code tail and data tail hold code_len and data_len zero bytes
  * from a 64-byte boundary: 1 and both addresses, 0 when there is none, -1. */
 int hp_slack_find_free_pair(pid_t pid, int mem_fd, size_t code_len, size_t data_len, uint64_t *code,

@@ -10,14 +10,6 @@
 #include "hpabi.h"
 #include "inject/slack.h"
 
-/* Where stub i's slot is: the next instruction plus its disp32. */
-static uint64_t slot_of(uint64_t code, int i, const unsigned char *stub)
-{
-	int32_t disp;
-	memcpy(&disp, stub + 2, sizeof disp);
-	return code + HP_STUBS_MAGIC_LEN + (uint64_t)i * HP_STUB_SIZE + 6 + (uint64_t)(int64_t)disp;
-}
-
 /* The areas left by a previous session: 1 and both addresses, 0, or -1. */
 static int find_areas(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
 {
@@ -29,7 +21,10 @@ static int find_areas(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
 		(ssize_t)sizeof stub ||
 	    stub[0] != 0xff || stub[1] != 0x25)
 		return 0;
-	*data = slot_of(*code, 0, stub) - 8;
+	/* Stub 0's slot: the next instruction plus its disp32. */
+	int32_t disp;
+	memcpy(&disp, stub + 2, sizeof disp);
+	*data = hp_stub_at(*code, 0) + 6 + (uint64_t)(int64_t)disp - hp_stub_slot_at(0, 0);
 	return 1;
 }
 
@@ -47,9 +42,9 @@ int hp_stubs_ensure(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
 	unsigned char img[HP_STUBS_CODE_LEN];
 	memcpy(img, HP_STUBS_MAGIC, HP_STUBS_MAGIC_LEN);
 	for (int i = 0; i < HP_STUB_COUNT; i++) {
-		unsigned char *s = img + HP_STUBS_MAGIC_LEN + i * HP_STUB_SIZE;
-		uint64_t next = *code + HP_STUBS_MAGIC_LEN + (uint64_t)i * HP_STUB_SIZE + 6;
-		int32_t disp = (int32_t)(int64_t)(*data + 8 + 8 * (uint64_t)i - next);
+		unsigned char *s = img + (hp_stub_at(*code, i) - *code);
+		int32_t disp =
+		    (int32_t)(int64_t)(hp_stub_slot_at(*data, i) - (hp_stub_at(*code, i) + 6));
 		s[0] = 0xff; /* jmp *disp32(%rip) */
 		s[1] = 0x25;
 		memcpy(s + 2, &disp, sizeof disp);
@@ -73,14 +68,10 @@ int hp_stubs_erase_unused(pid_t pid)
 	int r = find_areas(pid, mem, &code, &data);
 	if (r > 0 && pread(mem, &used, sizeof used, (off_t)data) != (ssize_t)sizeof used)
 		r = -1;
-	if (r > 0 && !used) {
-		static const unsigned char zero[HP_STUBS_CODE_LEN > HP_STUBS_DATA_LEN
-						    ? HP_STUBS_CODE_LEN
-						    : HP_STUBS_DATA_LEN];
-		if (pwrite(mem, zero, HP_STUBS_DATA_LEN, (off_t)data) != HP_STUBS_DATA_LEN ||
-		    pwrite(mem, zero, HP_STUBS_CODE_LEN, (off_t)code) != HP_STUBS_CODE_LEN)
-			r = -1;
-	}
+	if (r > 0 && !used &&
+	    (hp_slack_zero(mem, data, HP_STUBS_DATA_LEN) ||
+	     hp_slack_zero(mem, code, HP_STUBS_CODE_LEN)))
+		r = -1;
 	int e = errno;
 	close(mem);
 	errno = e;

@@ -90,13 +90,11 @@ static int erase_tramp(pid_t pid, const struct leftovers *lo, struct hp_error *e
 {
 	for (int i = lo->nranges - lo->ntramps; i < lo->nranges; i++) {
 		size_t len = (size_t)(lo->ranges[i][1] - lo->ranges[i][0]);
-		unsigned char *zero = calloc(1, len);
 		int mem = open_mem(pid, O_WRONLY);
-		ssize_t n = zero && mem >= 0 ? pwrite(mem, zero, len, (off_t)lo->ranges[i][0]) : -1;
+		int r = mem >= 0 ? hp_slack_zero(mem, lo->ranges[i][0], len) : -1;
 		if (mem >= 0)
 			close(mem);
-		free(zero);
-		if (n != (ssize_t)len) {
+		if (r < 0) {
 			hp_error_set(err,
 				     "could not erase the trampoline a killed heapprof left in "
 				     "process %d (%s); it is unused and harmless",

@@ -593,13 +593,12 @@ static void *stub_of(int i)
 {
 	if (!hp.args.stub_code)
 		return NULL;
-	return (void *)(uintptr_t)(hp.args.stub_code + HP_STUBS_MAGIC_LEN +
-				   (uint64_t)i * HP_STUB_SIZE);
+	return (void *)(uintptr_t)hp_stub_at(hp.args.stub_code, i);
 }
 
 static void *_Atomic *stub_slot(int i)
 {
-	return (void *_Atomic *)(uintptr_t)(hp.args.stub_data + 8 + 8 * (uint64_t)i);
+	return (void *_Atomic *)(uintptr_t)hp_stub_slot_at(hp.args.stub_data, i);
 }
 
 _Static_assert(HK_COUNT <= HP_STUB_COUNT, "a hook without a stub");

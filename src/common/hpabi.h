@@ -44,6 +44,17 @@
 #define HP_STUBS_CODE_LEN (HP_STUBS_MAGIC_LEN + HP_STUB_COUNT * HP_STUB_SIZE)
 #define HP_STUBS_DATA_LEN (8 + HP_STUB_COUNT * 8)
 
+/* Stub i of the areas at code, and its slot in the areas' data. */
+static inline uint64_t hp_stub_at(uint64_t code, int i)
+{
+	return code + HP_STUBS_MAGIC_LEN + (uint64_t)i * HP_STUB_SIZE;
+}
+
+static inline uint64_t hp_stub_slot_at(uint64_t data, int i)
+{
+	return data + 8 + 8 * (uint64_t)i;
+}
+
 struct hp_start_args {
 	uint32_t abi_version; /* HP_ABI_VERSION */
 	uint32_t mode;	      /* enum hp_mode */
