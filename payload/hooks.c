@@ -164,17 +164,11 @@ static struct hp_unwind_memo *thread_memo(struct hp_thread *t)
 {
 	if (t->memo || t->memo_none)
 		return t->memo;
-	size_t len = hp_unwind_memo_size(hp.args.max_depth);
 	uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
-	struct hp_unwind_memo *m = held + len <= hp.max_memory ? hp_map(len) : NULL;
-	if (!m) {
-		t->memo_none = 1;
-		return NULL;
-	}
-	m->cap = (unsigned)((len - sizeof *m) / sizeof m->st[0]);
-	t->memo = m;
-	t->memo_len = len;
-	return m;
+	if (held + hp_unwind_memo_size(hp.args.max_depth) <= hp.max_memory)
+		t->memo = hp_unwind_memo_new(hp.args.max_depth);
+	t->memo_none = !t->memo;
+	return t->memo;
 }
 
 static void record_alloc(struct hp_thread *t, void *p, size_t n)
@@ -630,20 +624,22 @@ static void slot_cb(const struct got_slot *s, void *arg)
 		return;
 	}
 	void *to = h->hook;
-	if (s->type == R_X86_64_GLOB_DAT && stub) {
+	if (s->type == R_X86_64_GLOB_DAT) {
 		if (cur != real)
 			return;
-		/* Both before any code can reach the stub through the slot. */
-		atomic_store(stub_slot(i), h->hook);
-		atomic_store((_Atomic uint64_t *)(uintptr_t)hp.args.stub_data, 1);
-		to = stub;
-	} else if (s->type == R_X86_64_GLOB_DAT && !data_slot_called(w, s->slot)) {
+		if (stub) {
+			/* Both before any code can reach the stub through the slot. */
+			atomic_store(stub_slot(i), h->hook);
+			atomic_store((_Atomic uint64_t *)(uintptr_t)hp.args.stub_data, 1);
+			to = stub;
+		} else if (!data_slot_called(w, s->slot)) {
+			return;
+		}
+	} else if (cur != real && !is_lazy_stub(w, (uintptr_t)cur)) {
 		return;
 	}
-	if (cur == real || (s->type == R_X86_64_JUMP_SLOT && is_lazy_stub(w, (uintptr_t)cur))) {
-		if (got_write(w->info, s->slot, to) == 0)
-			w->written++;
-	}
+	if (got_write(w->info, s->slot, to) == 0)
+		w->written++;
 }
 
 static int skip_module(const struct dl_phdr_info *info)

@@ -79,10 +79,7 @@ uint64_t hp_stacks_bytes(void)
  * destructor, so unloading it breaks the target. */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, struct hp_unwind_memo *memo, int *same)
 {
-	*same = 0;
-	if (memo)
-		return hp_unwind_memo(frames, max, hp.text_lo, hp.text_hi, memo, same);
-	return hp_unwind(frames, max, hp.text_lo, hp.text_hi);
+	return hp_unwind_memo(frames, max, hp.text_lo, hp.text_hi, memo, same);
 }
 
 /* Runs on every allocation: two independent multiply lanes, so consecutive frames do

@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "unwind.h"
+
 #define THREADS_CAP (1u << HP_THREADS_BITS) /* records; reserved, pages touched on use */
 #define SITE_TAB_MIN 64u
 
@@ -33,7 +35,7 @@ void hp_threads_fini(void)
 		hp_site_tab_free(&hp_threads[i].tab[0]);
 		hp_site_tab_free(&hp_threads[i].tab[1]);
 		if (hp_threads[i].memo)
-			hp_unmap(hp_threads[i].memo, hp_threads[i].memo_len);
+			hp_unwind_memo_free(hp_threads[i].memo);
 	}
 	hp_unmap(hp_threads, THREADS_CAP * sizeof *hp_threads);
 	hp_threads = NULL;

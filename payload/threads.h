@@ -76,7 +76,6 @@ struct hp_thread {
 	uint64_t rng;	   /* xorshift64* state; 0 until the first sampling decision */
 	/* Full mode: the thread's last stack walk and the stack id it got (unwind.h). */
 	struct hp_unwind_memo *memo;
-	size_t memo_len;
 	uint32_t memo_id;
 	int memo_none; /* no memory for one: walk without */
 } __attribute__((aligned(64)));

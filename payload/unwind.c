@@ -609,6 +609,11 @@ static inline int walk_step(uintptr_t look, uintptr_t lo, uintptr_t hi, uintptr_
 	return 1;
 }
 
+static inline int kept(uintptr_t ra, uintptr_t drop_lo, uintptr_t drop_hi)
+{
+	return ra < drop_lo || ra >= drop_hi;
+}
+
 int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 		   uintptr_t pc, uintptr_t sp, uintptr_t bp)
 {
@@ -624,7 +629,7 @@ int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t 
 			return -1;
 		if (!r)
 			break;
-		if (s.ra < drop_lo || s.ra >= drop_hi)
+		if (kept(s.ra, drop_lo, drop_hi))
 			frames[n++] = s.ra;
 		look = s.ra - 1;
 	}
@@ -634,6 +639,19 @@ int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t 
 size_t hp_unwind_memo_size(unsigned max)
 {
 	return sizeof(struct hp_unwind_memo) + (max + MEMO_PREFIX) * sizeof(struct hp_unwind_step);
+}
+
+struct hp_unwind_memo *hp_unwind_memo_new(unsigned max)
+{
+	struct hp_unwind_memo *m = hp_map(hp_unwind_memo_size(max));
+	if (m)
+		m->cap = max + MEMO_PREFIX;
+	return m;
+}
+
+void hp_unwind_memo_free(struct hp_unwind_memo *m)
+{
+	hp_unmap(m, sizeof *m + m->cap * sizeof m->st[0]);
 }
 
 /* Steps from i on still hold: each return address, and each saved rbp, is still where the
@@ -671,6 +689,8 @@ int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
 			int *same)
 {
 	*same = 0;
+	if (!m)
+		return hp_unwind_regs(frames, max, drop_lo, drop_hi, pc, sp, bp);
 	uintptr_t lo = sp, hi = stack_top(sp);
 	if (!hi)
 		return -1;
@@ -685,7 +705,7 @@ int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
 		r = walk_step(look, lo, hi, &sp, &bp, &s);
 		if (r <= 0)
 			break;
-		if (s.ra < drop_lo || s.ra >= drop_hi)
+		if (kept(s.ra, drop_lo, drop_hi))
 			frames[n++] = s.ra;
 		look = s.ra - 1;
 		pre[npre++] = s;
@@ -709,7 +729,7 @@ int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
 		/* The rest of the last walk, as far as max lets it. */
 		unsigned i = p + 1;
 		for (; i < m->n && n < max; i++)
-			if (m->st[i].ra < drop_lo || m->st[i].ra >= drop_hi)
+			if (kept(m->st[i].ra, drop_lo, drop_hi))
 				frames[n++] = m->st[i].ra;
 		unsigned tail = i - (p + 1);
 		if (npre + tail > m->cap) {
@@ -747,7 +767,7 @@ int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
 		}
 		if (!r)
 			break;
-		if (s.ra < drop_lo || s.ra >= drop_hi)
+		if (kept(s.ra, drop_lo, drop_hi))
 			frames[n++] = s.ra;
 		look = s.ra - 1;
 		memo_put(m, &s);
@@ -795,14 +815,18 @@ __attribute__((noinline)) unsigned hp_unwind_slow(uint64_t *frames, unsigned max
 	return n;
 }
 
+/* The calling function's own pc, sp and bp: a walk from there starts at its caller. */
+#define CAPTURE_REGS(pc, sp, bp)                                                                   \
+	__asm__ volatile("lea 0(%%rip), %0\n\t"                                                    \
+			 "mov %%rsp, %1\n\t"                                                       \
+			 "mov %%rbp, %2"                                                           \
+			 : "=r"(pc), "=r"(sp), "=r"(bp))
+
 __attribute__((noinline)) unsigned hp_unwind(uint64_t *frames, unsigned max, uintptr_t drop_lo,
 					     uintptr_t drop_hi)
 {
 	uintptr_t pc, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\t"
-			 "mov %%rsp, %1\n\t"
-			 "mov %%rbp, %2"
-			 : "=r"(pc), "=r"(sp), "=r"(bp));
+	CAPTURE_REGS(pc, sp, bp);
 	int n = hp_unwind_regs(frames, max, drop_lo, drop_hi, pc, sp, bp);
 	if (n < 0)
 		n = (int)slow_walk(frames, max, drop_lo, drop_hi);
@@ -815,10 +839,7 @@ __attribute__((noinline)) unsigned hp_unwind_memo(uint64_t *frames, unsigned max
 						  int *same)
 {
 	uintptr_t pc, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\t"
-			 "mov %%rsp, %1\n\t"
-			 "mov %%rbp, %2"
-			 : "=r"(pc), "=r"(sp), "=r"(bp));
+	CAPTURE_REGS(pc, sp, bp);
 	int n = hp_unwind_regs_memo(frames, max, drop_lo, drop_hi, pc, sp, bp, m, same);
 	if (n < 0)
 		n = (int)slow_walk(frames, max, drop_lo, drop_hi);

@@ -16,7 +16,7 @@
  * step reaches a frame that walk had (same CFA, return address and rbp), the rest of it is
  * taken if every return address and saved rbp it read is still there, which is what a
  * walk would read with the same rules; no rule is looked up for those frames. *same says
- * the frames equal the last walk's.
+ * the frames equal the last walk's. Without a memo (NULL) it is hp_unwind.
  */
 #ifndef HEAPPROF_UNWIND_H
 #define HEAPPROF_UNWIND_H
@@ -33,7 +33,7 @@ struct hp_unwind_step {
 /* A thread's last walk; zeroed = none. */
 struct hp_unwind_memo {
 	unsigned long gen; /* hp_unwind_check_modules's count when it was taken */
-	unsigned n, cap;   /* steps held, room (set by the owner at allocation) */
+	unsigned n, cap;   /* steps held, room */
 	unsigned max;	   /* the max it was taken with */
 	int cut;	   /* stopped at max rather than at the end of the stack */
 	int cap_hit;	   /* had more steps than room: unusable */
@@ -47,8 +47,11 @@ void hp_unwind_check_modules(void);
 unsigned hp_unwind(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
 unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
 
-/* Bytes of a memo for walks of at most max frames (cap = max + 16 steps). */
+/* A memo for walks of at most max frames (cap = max + 16 steps), in hp_map memory of
+ * hp_unwind_memo_size bytes; NULL when none could be mapped. */
 size_t hp_unwind_memo_size(unsigned max);
+struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
+void hp_unwind_memo_free(struct hp_unwind_memo *m);
 unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			struct hp_unwind_memo *m, int *same);
 

@@ -345,10 +345,8 @@ static void test_memo(void **state)
 	    {S_RECURSE, 0, 60, 0, MAX, 0},  {S_RECURSE, 0, 6, 0, 8, 0},
 	    {S_RECURSE, 0, 2, 0, 8, 0},	    {S_RECURSE, 0, 2, 0, MAX, 0},
 	};
-	size_t len = hp_unwind_memo_size(MAX + 1);
-	memo = calloc(1, len);
+	memo = hp_unwind_memo_new(MAX + 1);
 	assert_non_null(memo);
-	memo->cap = (unsigned)((len - sizeof *memo) / sizeof memo->st[0]);
 	for (int round = 0; round < 3; round++) {
 		for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
 			struct memo_cap c;
@@ -370,7 +368,7 @@ static void test_memo(void **state)
 		assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
 		assert_false(c.same);
 	}
-	free(memo);
+	hp_unwind_memo_free(memo);
 	memo = NULL;
 }
 
