@@ -22,12 +22,7 @@ dl_require()
 # unless dl-target answers "done".
 dl_go()
 {
-	local n
-
-	n=$(hp_count_lines "$TARGET_OUT" '^(done|failed)$')
-	hp_send "go $1 $2"
-	hp_wait_line "$TARGET_OUT" '^(done|failed)$' 30 $((n + 1)) || hp_fail "no answer to 'go $1 $2'"
-	grep -q '^failed$' "$TARGET_OUT" && hp_fail "'go $1 $2' ${3:-} failed: $(cat "$hp_tmp"/target*.err)"
+	hp_ask "go $1 $2" done "${3:-}"
 	hp_ok "$1 dlopen/dlclose cycles ${3:-holding the library $2 ms}: each worked"
 }
 

@@ -187,6 +187,21 @@ hp_send()
 	echo "$1" >&"$TARGET_FD"
 }
 
+# hp_ask CMD ANSWER [WHAT]: sends CMD and waits for the target's next line matching the
+# extended regex ANSWER; fails the test when the target answers "failed" (WHAT names the
+# circumstances) or not at all.
+hp_ask()
+{
+	local n
+
+	n=$(hp_count_lines "$TARGET_OUT" "^($2|failed)\$")
+	hp_send "$1"
+	hp_wait_line "$TARGET_OUT" "^($2|failed)\$" 30 $((n + 1)) || hp_fail "no answer to '$1'"
+	if grep -q '^failed$' "$TARGET_OUT"; then
+		hp_fail "'$1' ${3:+$3 }failed: $(cat "$hp_tmp"/target*.err)"
+	fi
+}
+
 # hp_count_lines FILE REGEX
 hp_count_lines()
 {

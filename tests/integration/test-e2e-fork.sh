@@ -25,16 +25,10 @@ hp_require_binaries "$target"
 [ -x /bin/true ] || hp_skip "/bin/true is needed"
 line=$(hp_source_line "$src" '/* HP_SITE_PARENT */') || exit 99
 
-# hp_command CMD ANSWER N: sends CMD and waits for the target's Nth ANSWER line; fails on
-# "failed".
+# hp_command CMD ANSWER: hp_ask, and says so.
 hp_command()
 {
-	local n
-
-	n=$(hp_count_lines "$TARGET_OUT" "^($2|failed)\$")
-	hp_send "$1"
-	hp_wait_line "$TARGET_OUT" "^($2|failed)\$" 30 $((n + 1)) || hp_fail "no answer to '$1'"
-	grep -q '^failed$' "$TARGET_OUT" && hp_fail "'$1' failed: $(cat "$hp_tmp"/target*.err)"
+	hp_ask "$1" "$2"
 	hp_ok "$1: $2"
 }
 
@@ -47,9 +41,7 @@ hp_ok "attached to fork-target $K (pid $TARGET_PID)"
 hp_command go done
 hp_command go done
 hp_ok "16 children forked, 8 of them from a non-main thread; all exited 0"
-n=$(hp_count_lines "$TARGET_OUT" '^held-raw ')
-hp_send hold-raw
-hp_wait_line "$TARGET_OUT" '^held-raw ' 30 $((n + 1)) || hp_fail "no answer to 'hold-raw'"
+hp_ask hold-raw 'held-raw [0-9]+'
 child=$(grep '^held-raw ' "$TARGET_OUT" | tail -n 1 | cut -d' ' -f2)
 for _ in $(seq 100); do
 	[ "$(hp_fd_count "$child")" -eq "$fds" ] && break
