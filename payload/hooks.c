@@ -93,8 +93,13 @@ static void leave(struct hp_thread **t)
 		(*t)->guard = 0;
 }
 
-/* The cleanup also runs when operator new throws, so the guard is never left set. */
+/* The cleanup also runs when operator new throws, so the guard is never left set. It also
+ * keeps every hook from tail-calling, so HOOK_FRAME stays valid until the hook returns. */
 #define GUARDED struct hp_thread *t __attribute__((cleanup(leave))) = enter()
+
+/* Where a stack capture starts: the hook's own frame (the payload is built with frame
+ * pointers), so its return address is the first frame and nothing below it is walked. */
+#define HOOK_FRAME ((uintptr_t)__builtin_frame_address(0))
 
 static void lost(struct hp_thread *t)
 {
@@ -171,7 +176,7 @@ static struct hp_unwind_memo *thread_memo(struct hp_thread *t)
 	return t->memo;
 }
 
-static void record_alloc(struct hp_thread *t, void *p, size_t n)
+static void record_alloc(struct hp_thread *t, void *p, size_t n, uintptr_t frame)
 {
 	hp_own_add(&t->tot.allocs, 1);
 	hp_own_add(&t->tot.alloc_bytes, n);
@@ -195,7 +200,7 @@ static void record_alloc(struct hp_thread *t, void *p, size_t n)
 	}
 	uint64_t frames[HP_MAX_DEPTH];
 	int same;
-	unsigned d = hp_stack_capture(frames, hp.args.max_depth, thread_memo(t), &same);
+	unsigned d = hp_stack_capture(frames, hp.args.max_depth, frame, thread_memo(t), &same);
 	v.stack = same && t->memo_id ? t->memo_id : hp_stack_intern(frames, d);
 	t->memo_id = v.stack;
 	if (!v.stack)
@@ -235,7 +240,7 @@ static void *hk_malloc(size_t n)
 	GUARDED;
 	void *p = REAL(HK_MALLOC, void *(*)(size_t))(n);
 	if (t && p)
-		record_alloc(t, p, n);
+		record_alloc(t, p, n, HOOK_FRAME);
 	return p;
 }
 
@@ -244,7 +249,7 @@ static void *hk_calloc(size_t a, size_t b)
 	GUARDED;
 	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
 	if (t && p)
-		record_alloc(t, p, a * b);
+		record_alloc(t, p, a * b, HOOK_FRAME);
 	return p;
 }
 
@@ -258,14 +263,15 @@ static void hk_free(void *p)
 
 /* realloc is one event: the old block's site gets the free, the new one's the alloc. The
  * old block is looked up (and its usable size taken) before the real call frees it. */
-static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(void *, size_t))
+static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(void *, size_t),
+			uintptr_t frame)
 {
 	if (!t)
 		return real(p, n);
 	if (!p) {
 		void *q = real(NULL, n);
 		if (q)
-			record_alloc(t, q, n);
+			record_alloc(t, q, n, frame);
 		return q;
 	}
 	struct hp_live_val v, old;
@@ -290,14 +296,14 @@ static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(vo
 	else
 		free_unmapped(t, u);
 	if (q)
-		record_alloc(t, q, n);
+		record_alloc(t, q, n, frame);
 	return q;
 }
 
 static void *hk_realloc(void *p, size_t n)
 {
 	GUARDED;
-	return do_realloc(t, p, n, REAL(HK_REALLOC, void *(*)(void *, size_t)));
+	return do_realloc(t, p, n, REAL(HK_REALLOC, void *(*)(void *, size_t)), HOOK_FRAME);
 }
 
 static void *real_reallocarray_2(void *p, size_t n)
@@ -311,7 +317,7 @@ static void *hk_reallocarray(void *p, size_t a, size_t b)
 	size_t n;
 	if (!t || __builtin_mul_overflow(a, b, &n))
 		return REAL(HK_REALLOCARRAY, void *(*)(void *, size_t, size_t))(p, a, b);
-	return do_realloc(t, p, n, real_reallocarray_2);
+	return do_realloc(t, p, n, real_reallocarray_2, HOOK_FRAME);
 }
 
 static int hk_posix_memalign(void **pp, size_t al, size_t n)
@@ -319,7 +325,7 @@ static int hk_posix_memalign(void **pp, size_t al, size_t n)
 	GUARDED;
 	int rc = REAL(HK_POSIX_MEMALIGN, int (*)(void **, size_t, size_t))(pp, al, n);
 	if (t && rc == 0 && *pp)
-		record_alloc(t, *pp, n);
+		record_alloc(t, *pp, n, HOOK_FRAME);
 	return rc;
 }
 
@@ -329,7 +335,7 @@ static int hk_posix_memalign(void **pp, size_t al, size_t n)
 		GUARDED;                                                                           \
 		void *p = REAL(id, void *(*)(size_t, size_t))(al, n);                              \
 		if (t && p)                                                                        \
-			record_alloc(t, p, n);                                                     \
+			record_alloc(t, p, n, HOOK_FRAME);                                         \
 		return p;                                                                          \
 	}
 
@@ -342,7 +348,7 @@ HOOK_AL(hk_memalign, HK_MEMALIGN)
 		GUARDED;                                                                           \
 		void *p = REAL(id, void *(*)(size_t))(n);                                          \
 		if (t && p)                                                                        \
-			record_alloc(t, p, n);                                                     \
+			record_alloc(t, p, n, HOOK_FRAME);                                         \
 		return p;                                                                          \
 	}
 
@@ -359,7 +365,7 @@ HOOK_1(hk_new_arr, HK_NEW_ARR)
 		GUARDED;                                                                           \
 		void *p = REAL(id, void *(*)(size_t, T))(n, x);                                    \
 		if (t && p)                                                                        \
-			record_alloc(t, p, n);                                                     \
+			record_alloc(t, p, n, HOOK_FRAME);                                         \
 		return p;                                                                          \
 	}
 
@@ -374,7 +380,7 @@ HOOK_NEW2(hk_new_arr_al, HK_NEW_ARR_AL, size_t)
 		GUARDED;                                                                           \
 		void *p = REAL(id, void *(*)(size_t, size_t, const void *))(n, al, nt);            \
 		if (t && p)                                                                        \
-			record_alloc(t, p, n);                                                     \
+			record_alloc(t, p, n, HOOK_FRAME);                                         \
 		return p;                                                                          \
 	}
 

@@ -12,8 +12,9 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/livemap.c payload/livemap.h \
 	payload/collector.c payload/collector.h \
 	src/common/hpstream.c src/common/hpstream.h
+# -fno-omit-frame-pointer: a stack capture starts at the hook's frame (hooks.c, HOOK_FRAME).
 payload_heapprof_payload_so_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -O2 -g -fPIC \
-	-fvisibility=hidden -fexceptions
+	-fvisibility=hidden -fexceptions -fno-omit-frame-pointer
 # -nostartfiles: without crtbeginS.o a dlclose never calls __cxa_finalize, whose exit-handler
 # lock a fork in another thread can copy into the child held, hanging the child's exit().
 payload_heapprof_payload_so_LDFLAGS = -shared -nostartfiles -static-libgcc \
@@ -72,7 +73,7 @@ tests_unit_unwind_nofp_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O2 -fPIC -fomit
 	-DSHAPE_PREFIX=nofp_
 tests_unit_unwind_nofp_so_LDFLAGS = $(HP_GOTLIB_LINK)
 tests_unit_test_unwind_SOURCES = tests/unit/test-unwind.c payload/unwind.c payload/unwind.h
-tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) \
+tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) -fno-omit-frame-pointer \
 	-DUNWIND_FP_PATH='"$(abs_top_builddir)/tests/unit/unwind-fp.so"' \
 	-DUNWIND_NOFP_PATH='"$(abs_top_builddir)/tests/unit/unwind-nofp.so"'
 tests_unit_test_unwind_LDADD = $(CMOCKA_LIBS) -lpthread -ldl

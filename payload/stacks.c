@@ -77,9 +77,10 @@ uint64_t hp_stacks_bytes(void)
 /* The fast unwinder, whose results equal libgcc's _Unwind_Backtrace (linked in privately)
  * frame for frame. Not libunwind: it keeps a pipe open and registers a thread-exit
  * destructor, so unloading it breaks the target. */
-unsigned hp_stack_capture(uint64_t *frames, unsigned max, struct hp_unwind_memo *memo, int *same)
+unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
+			  struct hp_unwind_memo *memo, int *same)
 {
-	return hp_unwind_memo(frames, max, hp.text_lo, hp.text_hi, memo, same);
+	return hp_unwind_memo(frames, max, hp.text_lo, hp.text_hi, frame, memo, same);
 }
 
 /* Runs on every allocation: two independent multiply lanes, so consecutive frames do

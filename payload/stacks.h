@@ -1,8 +1,9 @@
 /* stacks.h - capturing and interning call stacks.
  *
- * Contract: hp_stack_capture unwinds the caller with hp_unwind (unwind.h: cached CFA rules,
- * same result as libgcc's _Unwind_Backtrace) and drops the payload's own frames by
- * address, so frames[0] is the return address into the caller of the hooked function.
+ * Contract: hp_stack_capture unwinds from a hook's frame address with hp_unwind_memo
+ * (unwind.h: cached CFA rules, same result as libgcc's _Unwind_Backtrace), so frames[0] is
+ * the return address into the caller of the hooked function; the payload's own frames are
+ * never walked, and are dropped by address should one appear further up.
  * hp_stack_intern gives equal stacks one id (>= 1) in a global lock-free bounded table; 0 means the
  * table is full. An id is returned only once its frames are fully written, so hp_stacks_each_new
  * (collector only) can hand each stack that any thread holds an id for exactly once, at the latest
@@ -19,9 +20,11 @@ void hp_stacks_fini(void);
 
 struct hp_unwind_memo;
 
-/* Fills frames[0..max) and returns the depth; with a memo (the calling thread's, or NULL),
- * *same says the frames equal the last capture's with it. */
-unsigned hp_stack_capture(uint64_t *frames, unsigned max, struct hp_unwind_memo *memo, int *same);
+/* Fills frames[0..max) from frame (the hook's __builtin_frame_address(0)) and returns the
+ * depth; with a memo (the calling thread's, or NULL), *same says the frames equal the last
+ * capture's with it. */
+unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
+			  struct hp_unwind_memo *memo, int *same);
 uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
 
 typedef void (*hp_stack_fn)(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg);

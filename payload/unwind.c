@@ -684,25 +684,56 @@ static void memo_put(struct hp_unwind_memo *m, const struct hp_unwind_step *s)
 		m->cap_hit = 1;
 }
 
-int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
-			uintptr_t pc, uintptr_t sp, uintptr_t bp, struct hp_unwind_memo *m,
-			int *same)
+/* The caller's frame as read at frame, the frame address (rbp) of a function built with
+ * frame pointers: its CFA is frame + 16, the return address is at frame + 8 and the
+ * caller's rbp at frame, exactly what walk_step reads with that function's rule. */
+static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, struct hp_unwind_step *s)
+{
+	if (!readable(frame, lo, hi) || !readable(frame + 8, lo, hi))
+		return 0;
+	s->cfa = frame + 16;
+	s->ra = *(const uintptr_t *)(frame + 8);
+	s->bp = *(const uintptr_t *)frame;
+	s->bp_at = frame;
+	return s->ra != 0;
+}
+
+/* The walk from frame's return address on: its first step is frame_step's, each later
+ * one walk_step's, with the memo as hp_unwind_memo describes. */
+static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+			   uintptr_t frame, struct hp_unwind_memo *m, int *same)
 {
 	*same = 0;
-	if (!m)
-		return hp_unwind_regs(frames, max, drop_lo, drop_hi, pc, sp, bp);
-	uintptr_t lo = sp, hi = stack_top(sp);
+	uintptr_t lo = frame, hi = stack_top(frame);
 	if (!hi)
 		return -1;
+	uintptr_t sp = 0, bp = 0;
+	if (!m) {
+		struct hp_unwind_step s;
+		if (max == 0 || !frame_step(frame, lo, hi, &s))
+			return 0;
+		unsigned n = 0;
+		if (kept(s.ra, drop_lo, drop_hi))
+			frames[n++] = s.ra;
+		int r =
+		    hp_unwind_regs(frames + n, max - n, drop_lo, drop_hi, s.ra - 1, s.cfa, s.bp);
+		return r < 0 ? -1 : (int)n + r;
+	}
 	unsigned long gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
 	int usable = m->n && !m->cap_hit && m->gen == gen && m->max == max;
 	struct hp_unwind_step pre[MEMO_PREFIX], s;
 	unsigned npre = 0, p = 0, n = 0;
-	uintptr_t look = pc;
+	uintptr_t look = 0;
 	int r = 1, spliced = 0;
 	/* Up to the first frame the last walk had too, steps go to pre. */
 	while (n < max && npre < MEMO_PREFIX) {
-		r = walk_step(look, lo, hi, &sp, &bp, &s);
+		if (npre) {
+			r = walk_step(look, lo, hi, &sp, &bp, &s);
+		} else {
+			r = frame_step(frame, lo, hi, &s);
+			sp = s.cfa;
+			bp = s.bp;
+		}
 		if (r <= 0)
 			break;
 		if (kept(s.ra, drop_lo, drop_hi))
@@ -780,6 +811,7 @@ struct slow {
 	uint64_t *frames;
 	unsigned max, n, skip;
 	uintptr_t drop_lo, drop_hi;
+	uintptr_t below; /* frames whose CFA is at most this are skipped too */
 };
 
 static _Unwind_Reason_Code slow_frame(struct _Unwind_Context *ctx, void *arg)
@@ -792,17 +824,20 @@ static _Unwind_Reason_Code slow_frame(struct _Unwind_Context *ctx, void *arg)
 		w->skip--;
 		return _URC_NO_REASON;
 	}
+	if (_Unwind_GetCFA(ctx) <= w->below)
+		return _URC_NO_REASON;
 	if (ip < w->drop_lo || ip >= w->drop_hi)
 		w->frames[w->n++] = ip;
 	return _URC_NO_REASON;
 }
 
-/* Skips its own frame and the caller's: the first kept is the return into the caller's
- * caller, as for the fast path. */
-__attribute__((noinline)) static unsigned slow_walk(uint64_t *frames, unsigned max,
-						    uintptr_t drop_lo, uintptr_t drop_hi)
+/* Skips its own frame and the caller's, and those with a CFA at or below below: the first
+ * kept is the return into the caller's caller, or into the caller of the function whose
+ * CFA is below, as for the fast path. */
+__attribute__((noinline)) static unsigned
+slow_walk(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi, uintptr_t below)
 {
-	struct slow w = {frames, max, 0, 2, drop_lo, drop_hi};
+	struct slow w = {frames, max, 0, 2, drop_lo, drop_hi, below};
 	_Unwind_Backtrace(slow_frame, &w);
 	return w.n;
 }
@@ -810,7 +845,7 @@ __attribute__((noinline)) static unsigned slow_walk(uint64_t *frames, unsigned m
 __attribute__((noinline)) unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo,
 						  uintptr_t drop_hi)
 {
-	unsigned n = slow_walk(frames, max, drop_lo, drop_hi);
+	unsigned n = slow_walk(frames, max, drop_lo, drop_hi, 0);
 	__asm__ volatile("" ::: "memory"); /* no tail call: this frame is counted */
 	return n;
 }
@@ -829,20 +864,18 @@ __attribute__((noinline)) unsigned hp_unwind(uint64_t *frames, unsigned max, uin
 	CAPTURE_REGS(pc, sp, bp);
 	int n = hp_unwind_regs(frames, max, drop_lo, drop_hi, pc, sp, bp);
 	if (n < 0)
-		n = (int)slow_walk(frames, max, drop_lo, drop_hi);
+		n = (int)slow_walk(frames, max, drop_lo, drop_hi, 0);
 	__asm__ volatile("" ::: "memory");
 	return (unsigned)n;
 }
 
 __attribute__((noinline)) unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo,
-						  uintptr_t drop_hi, struct hp_unwind_memo *m,
-						  int *same)
+						  uintptr_t drop_hi, uintptr_t frame,
+						  struct hp_unwind_memo *m, int *same)
 {
-	uintptr_t pc, sp, bp;
-	CAPTURE_REGS(pc, sp, bp);
-	int n = hp_unwind_regs_memo(frames, max, drop_lo, drop_hi, pc, sp, bp, m, same);
+	int n = walk_frame_memo(frames, max, drop_lo, drop_hi, frame, m, same);
 	if (n < 0)
-		n = (int)slow_walk(frames, max, drop_lo, drop_hi);
+		n = (int)slow_walk(frames, max, drop_lo, drop_hi, frame + 16);
 	__asm__ volatile("" ::: "memory");
 	return (unsigned)n;
 }

@@ -12,11 +12,13 @@
  * thread's stack and the walk stops rather than fault on a corrupt one.
  * hp_unwind works without the table (slower) when hp_unwind_init was not called or failed.
  * hp_unwind_check_modules (one thread, outside hooks) empties the table after a dlclose.
- * hp_unwind_memo gives the same result from one thread's memo of its last walk: once a
- * step reaches a frame that walk had (same CFA, return address and rbp), the rest of it is
- * taken if every return address and saved rbp it read is still there, which is what a
- * walk would read with the same rules; no rule is looked up for those frames. *same says
- * the frames equal the last walk's. Without a memo (NULL) it is hp_unwind.
+ * hp_unwind_memo walks from a frame address instead: the rbp of a function of the calling
+ * thread built with frame pointers (the payload's hooks), so frames[0] is that function's
+ * return address and no frame below it is walked. With one thread's memo of its last walk,
+ * once a step reaches a frame that walk had (same CFA, return address and rbp), the rest
+ * of it is taken if every return address and saved rbp it read is still there, which is
+ * what a walk would read with the same rules; no rule is looked up for those frames.
+ * *same says the frames equal the last walk's. The memo may be NULL.
  */
 #ifndef HEAPPROF_UNWIND_H
 #define HEAPPROF_UNWIND_H
@@ -53,14 +55,11 @@ size_t hp_unwind_memo_size(unsigned max);
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
 void hp_unwind_memo_free(struct hp_unwind_memo *m);
 unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
-			struct hp_unwind_memo *m, int *same);
+			uintptr_t frame, struct hp_unwind_memo *m, int *same);
 
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */
 int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 		   uintptr_t pc, uintptr_t sp, uintptr_t bp);
-int hp_unwind_regs_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
-			uintptr_t pc, uintptr_t sp, uintptr_t bp, struct hp_unwind_memo *m,
-			int *same);
 
 #endif
