@@ -480,11 +480,12 @@ static int round_once(uint32_t flags)
 	    .allocs = now.allocs,
 	    .alloc_bytes = now.alloc_bytes,
 	    .frees = now.frees,
-	    .freed_bytes = now.freed_bytes,
+	    .freed_bytes = now.freed_bytes + fx_round(now.excess_bytes),
 	    .untracked_frees = untracked,
 	    .live_blocks = clamp_sub(now.allocs, now.frees),
-	    .live_bytes = clamp_sub(
-		hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable, now.freed_bytes),
+	    .live_bytes =
+		clamp_sub(hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable,
+			  now.freed_bytes + fx_round(now.excess_bytes)),
 	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (mods.oom || c.sb.oom) + la.full,
 	    .payload_bytes = held,
 	};

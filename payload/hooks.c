@@ -121,13 +121,16 @@ static uint64_t rate_now(void)
 	return atomic_load_explicit(&hp.rate, memory_order_relaxed);
 }
 
-/* A tracked block is gone: its site gets the free, weighted as its allocation was. */
+/* A tracked block is gone: its site gets the free, weighted as its allocation was. A
+ * sampled block stands for w frees: the w - 1 unsampled ones are counted (as misses) but
+ * their bytes are not known, and (w - 1) * n estimates them. */
 static void free_found(struct hp_thread *t, const struct hp_live_val *v)
 {
 	uint64_t n = v->size & ~HP_LIVE_SAMPLED, w = HP_FX_ONE;
 	if (v->size & HP_LIVE_SAMPLED) {
 		w = hp_weight_fx(n, rate_now());
 		hp_own_add(&t->tot.excess, w - HP_FX_ONE);
+		hp_own_add(&t->tot.excess_bytes, (w - HP_FX_ONE) * n);
 	}
 	hp_own_add(&t->tot.frees, 1);
 	hp_own_add(&t->tot.freed_bytes, n);
@@ -143,13 +146,13 @@ static void free_found(struct hp_thread *t, const struct hp_live_val *v)
 	hp_thread_add(t, &c);
 }
 
-/* A block not in the live map: under sampling most likely one that was not sampled (its
- * usable size is all that is known); else one allocated before attach. */
-static void free_missed(struct hp_thread *t, uint64_t usable_bytes)
+/* A block not in the live map: under sampling most likely one that was not sampled, whose
+ * bytes the sampled frees estimate (asking the allocator would cost every free a call);
+ * else one allocated before attach. */
+static void free_missed(struct hp_thread *t)
 {
 	if (rate_now()) {
 		hp_own_add(&t->tot.frees, 1);
-		hp_own_add(&t->tot.freed_bytes, usable_bytes);
 		hp_own_add(&t->tot.missed, 1);
 	} else {
 		hp_own_add(&t->tot.untracked, 1);
@@ -232,7 +235,7 @@ static void record_free(struct hp_thread *t, void *p)
 	if (hp_live_maybe((uintptr_t)p) && hp_live_remove((uintptr_t)p, &v))
 		free_found(t, &v);
 	else
-		free_missed(t, rate_now() ? usable(p) : 0);
+		free_missed(t);
 }
 
 static void *hk_malloc(size_t n)
@@ -279,7 +282,7 @@ static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(vo
 	uint64_t u = 0;
 	if (hp.args.mode == HP_MODE_FULL && hp_live_maybe((uintptr_t)p))
 		had = hp_live_remove((uintptr_t)p, &v);
-	if (!had && (hp.args.mode != HP_MODE_FULL || rate_now()))
+	if (hp.args.mode != HP_MODE_FULL)
 		u = usable(p);
 	void *q = real(p, n);
 	if (!q && n) {
@@ -292,7 +295,7 @@ static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(vo
 	if (had)
 		free_found(t, &v);
 	else if (hp.args.mode == HP_MODE_FULL)
-		free_missed(t, u);
+		free_missed(t);
 	else
 		free_unmapped(t, u);
 	if (q)

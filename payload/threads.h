@@ -60,6 +60,7 @@ struct hp_totals {
 	_Atomic uint64_t untracked;    /* unsampled: frees of blocks not in the live map */
 	_Atomic uint64_t missed;       /* sampling: the same, counted in frees too */
 	_Atomic uint64_t excess;       /* sampling: sum of (weight - 1) of sampled frees, HP_FX */
+	_Atomic uint64_t excess_bytes; /* sampling: sum of (weight - 1) * size of those, HP_FX */
 	_Atomic uint64_t lost;	       /* events that could not be recorded */
 };
 
@@ -131,7 +132,7 @@ void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c);
 /* Plain sums of every record's totals. */
 struct hp_sum {
 	uint64_t allocs, alloc_bytes, frees, freed_bytes, alloc_usable, untracked, missed, excess,
-	    lost;
+	    excess_bytes, lost;
 };
 
 typedef void (*hp_site_fn)(const struct hp_site_ctr *c, void *arg);

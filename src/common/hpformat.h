@@ -154,7 +154,9 @@ struct hp_live_site {
  * and the SITES frees of extended mode go to the (0, HP_SIZE_NONE) entry, since a free's
  * requested size is unknown. Under sampling a free that misses the live map is either an
  * unsampled block (counted in frees) or one from before attach: untracked_frees is then
- * an estimate of the latter. */
+ * an estimate of the latter, and freed_bytes (so live_bytes) is exact for the sampled
+ * blocks and an estimate for the others (a sampled block of n bytes and weight w adds
+ * (w - 1) * n for them). */
 struct hp_round {
 	uint32_t seq;	  /* 1, 2, ... */
 	uint32_t flags;	  /* enum hp_round_flags */

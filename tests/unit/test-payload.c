@@ -694,6 +694,10 @@ static void test_sampling(void **state)
 	assert_true(dist((double)s.frees, truth) < truth * 0.1);
 	assert_true(dist((double)s.alloc_bytes, truth * 64) < truth * 64 * 0.1);
 	assert_true(rd.last.untracked_frees < truth * 0.1);
+	/* The unsampled frees' bytes are the sampled ones' estimate. */
+	print_message("freed bytes estimate: %" PRIu64 " of %.0f\n", rd.last.freed_bytes,
+		      truth * 64);
+	assert_true(dist((double)rd.last.freed_bytes, truth * 64) < truth * 64 * 0.1);
 }
 
 #define NM 100000
