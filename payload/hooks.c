@@ -69,7 +69,7 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
-static struct hp_thread *enter(void)
+__attribute__((always_inline)) static inline struct hp_thread *enter(void)
 {
 	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed)) {
 		if (__builtin_expect(!hp.po->parent, 0))
