@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 		for (;;) {
 			uint32_t type, len;
 			const uint8_t *body;
-			if (wait_stream((int)fd, &disp, &err) != 0)
+			if (!hp_reader_buffered(&rd) && wait_stream((int)fd, &disp, &err) != 0)
 				break;
 			int r = hp_read_record(&rd, &type, &body, &len);
 			if (r < 0 && rd.cut) {

@@ -45,56 +45,81 @@ int hp_reader_open(struct hp_reader *r, int fd)
 	return 0;
 }
 
+/* Makes need bytes from pos on available in the buffer, reading as much as the fd gives
+ * each time: 1 when they are, 0 at the end of input before them, -1 on error. */
+static int fill(struct hp_reader *r, size_t need)
+{
+	if (r->cap - r->pos < need) {
+		size_t cap = r->cap ? r->cap : HP_READ_AHEAD;
+		while (cap < need)
+			cap *= 2;
+		if (cap > r->cap) {
+			uint8_t *nb = malloc(cap);
+			if (!nb) {
+				snprintf(r->err, sizeof r->err, "out of memory");
+				return -1;
+			}
+			if (r->buf)
+				memcpy(nb, r->buf + r->pos, r->len - r->pos);
+			free(r->buf);
+			r->buf = nb;
+			r->cap = cap;
+		} else {
+			memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+		}
+		r->len -= r->pos;
+		r->pos = 0;
+	}
+	while (r->len - r->pos < need) {
+		ssize_t n = read(r->fd, r->buf + r->len, r->cap - r->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(r->err, sizeof r->err, "read failed: %s", strerror(errno));
+			return -1;
+		}
+		if (n == 0)
+			return 0;
+		r->len += (size_t)n;
+	}
+	return 1;
+}
+
 int hp_read_record(struct hp_reader *r, uint32_t *type, const uint8_t **body, uint32_t *len)
 {
 	struct hp_rec_hdr h;
-	ssize_t n = read_full(r->fd, &h, sizeof h);
-	if (n == 0)
-		return 0;
-	if (n < 0) {
-		snprintf(r->err, sizeof r->err, "read failed: %s", strerror(errno));
+	int f = fill(r, sizeof h);
+	if (f < 0)
 		return -1;
-	}
-	if ((size_t)n < sizeof h) {
+	if (f == 0 && r->len == r->pos)
+		return 0;
+	if (f == 0) {
 		r->cut = 1;
 		snprintf(r->err, sizeof r->err, "truncated record header at offset %llu",
 			 (unsigned long long)r->offset);
 		return -1;
 	}
+	memcpy(&h, r->buf + r->pos, sizeof h);
 	if (h.len > HP_REC_MAX) {
 		snprintf(r->err, sizeof r->err,
 			 "record of %u bytes at offset %llu exceeds the limit", h.len,
 			 (unsigned long long)r->offset);
 		return -1;
 	}
-	/* An empty first record still needs a buffer: callers read its body pointer. */
-	if (h.len > r->cap || !r->buf) {
-		size_t cap = r->cap ? r->cap : 4096;
-		while (cap < h.len)
-			cap *= 2;
-		uint8_t *nb = realloc(r->buf, cap);
-		if (!nb) {
-			snprintf(r->err, sizeof r->err, "out of memory");
-			return -1;
-		}
-		r->buf = nb;
-		r->cap = cap;
-	}
-	n = read_full(r->fd, r->buf, h.len);
-	if (n < 0) {
-		snprintf(r->err, sizeof r->err, "read failed: %s", strerror(errno));
+	f = fill(r, sizeof h + h.len);
+	if (f < 0)
 		return -1;
-	}
-	if ((size_t)n < h.len) {
+	if (f == 0) {
 		r->cut = 1;
 		snprintf(r->err, sizeof r->err, "truncated record at offset %llu",
 			 (unsigned long long)r->offset);
 		return -1;
 	}
-	r->offset += sizeof h + h.len;
 	*type = h.type;
-	*body = r->buf;
+	*body = r->buf + r->pos + sizeof h;
 	*len = h.len;
+	r->pos += sizeof h + h.len;
+	r->offset += sizeof h + h.len;
 	return 1;
 }
 
@@ -102,7 +127,7 @@ void hp_reader_close(struct hp_reader *r)
 {
 	free(r->buf);
 	r->buf = NULL;
-	r->cap = 0;
+	r->cap = r->pos = r->len = 0;
 }
 
 int hp_write_all(int fd, const void *buf, size_t len)

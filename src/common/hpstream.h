@@ -1,8 +1,10 @@
 /* hpstream.h - reading and writing hpformat.h records.
  *
  * Contract: the reader pulls whole records from an fd (pipe or file) with every length
- * checked against HP_REC_MAX and the bytes actually there; it never trusts the input and
- * allocates at most one record buffer of the largest record seen. The writer appends
+ * checked against HP_REC_MAX and the bytes actually there; it never trusts the input. It
+ * reads ahead (one read() brings many records) into one buffer of HP_READ_AHEAD bytes or
+ * the largest record seen, whichever is larger; hp_reader_buffered says whether bytes
+ * are waiting there, since a poll() of the fd no longer does. The writer appends
  * records to an fd, retrying short writes. Neither allocates in any way the payload
  * could not: the payload encodes with hp_rec_put only, into memory it owns.
  */
@@ -15,10 +17,12 @@
 
 #include "hpformat.h"
 
+#define HP_READ_AHEAD (64u << 10)
+
 struct hp_reader {
 	int fd;
-	uint8_t *buf; /* holds the current record's body */
-	size_t cap;
+	uint8_t *buf; /* bytes read: [pos, len) not yet handed out */
+	size_t cap, pos, len;
 	uint64_t offset; /* bytes consumed so far, for error messages */
 	char err[160];	 /* why hp_read_record returned -1 */
 	/* With -1: the input ended inside a record, as when a writer gives up mid-round;
@@ -31,6 +35,11 @@ int hp_reader_open(struct hp_reader *r, int fd);
 /* 1 = a record (*type, *body, *len valid until the next call), 0 = clean end of input
  * (at a record boundary), -1 = error or truncated input (r->err says which). */
 int hp_read_record(struct hp_reader *r, uint32_t *type, const uint8_t **body, uint32_t *len);
+/* Whether read bytes wait in the buffer: then hp_read_record needs no poll() first. */
+static inline int hp_reader_buffered(const struct hp_reader *r)
+{
+	return r->len > r->pos;
+}
 void hp_reader_close(struct hp_reader *r);
 
 /* Writes header or record; 0 or -errno. */

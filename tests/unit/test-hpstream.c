@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -314,13 +315,121 @@ static void test_take_bounds(void **state)
 	assert_ptr_equal(q, body + 8);
 }
 
+/* Record i of the read-ahead stream: its length (one of them larger than the read-ahead
+ * buffer, the rest small, some empty) and its bytes. */
+#define RA_RECORDS 4000
+#define RA_BIG 3000
+
+static uint32_t ra_len(uint32_t i)
+{
+	return i == RA_BIG ? 3 * HP_READ_AHEAD + 5 : (i * 37) % 301;
+}
+
+static uint8_t ra_byte(uint32_t i, uint32_t k)
+{
+	return (uint8_t)(i * 131 + k * 7);
+}
+
+/* The child writes the stream in pieces of 1 to 9000 bytes, so records and headers
+ * straddle both the writes and the reader's buffer in every way. */
+static void ra_write(int fd)
+{
+	size_t len = 0;
+	for (uint32_t i = 0; i < RA_RECORDS; i++)
+		len += sizeof(struct hp_rec_hdr) + ra_len(i);
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		_exit(2);
+	size_t o = 0;
+	for (uint32_t i = 0; i < RA_RECORDS; i++) {
+		o += hp_rec_put_hdr(buf + o, 100 + i, ra_len(i));
+		for (uint32_t k = 0; k < ra_len(i); k++)
+			buf[o++] = ra_byte(i, k);
+	}
+	uint32_t seed = 1;
+	for (o = 0; o < len;) {
+		seed = seed * 1103515245u + 12345u;
+		size_t piece = 1 + (seed >> 8) % 9000;
+		if (piece > len - o)
+			piece = len - o;
+		if (hp_write_all(fd, buf + o, piece) != 0)
+			_exit(3);
+		o += piece;
+	}
+	_exit(0);
+}
+
+static void test_read_ahead(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(hp_write_header(p[1]), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		ra_write(p[1]);
+	}
+	close(p[1]);
+	struct hp_reader r;
+	assert_int_equal(hp_reader_open(&r, p[0]), 0);
+	for (uint32_t i = 0; i < RA_RECORDS; i++) {
+		uint32_t type, len;
+		const uint8_t *body;
+		assert_int_equal(hp_read_record(&r, &type, &body, &len), 1);
+		assert_int_equal(type, 100 + i);
+		assert_int_equal(len, ra_len(i));
+		for (uint32_t k = 0; k < len; k++)
+			if (body[k] != ra_byte(i, k))
+				fail_msg("record %u byte %u is %u, expected %u", i, k, body[k],
+					 ra_byte(i, k));
+	}
+	uint32_t type, len;
+	const uint8_t *body;
+	assert_int_equal(hp_read_record(&r, &type, &body, &len), 0);
+	assert_false(hp_reader_buffered(&r));
+	hp_reader_close(&r);
+	close(p[0]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Records that arrived together are handed out without another read: the viewer must not
+ * poll() for them. */
+static void test_buffered(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(hp_write_header(p[1]), 0);
+	assert_int_equal(hp_write_record(p[1], HP_REC_ROUND, "one", 3), 0);
+	assert_int_equal(hp_write_record(p[1], HP_REC_ROUND, "two", 3), 0);
+	struct hp_reader r;
+	uint32_t type, len;
+	const uint8_t *body;
+	assert_int_equal(hp_reader_open(&r, p[0]), 0);
+	assert_false(hp_reader_buffered(&r));
+	assert_int_equal(hp_read_record(&r, &type, &body, &len), 1);
+	assert_memory_equal(body, "one", 3);
+	assert_true(hp_reader_buffered(&r));
+	assert_int_equal(hp_read_record(&r, &type, &body, &len), 1);
+	assert_memory_equal(body, "two", 3);
+	assert_false(hp_reader_buffered(&r));
+	hp_reader_close(&r);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_file), cmocka_unit_test(test_roundtrip_pipe),
 	    cmocka_unit_test(test_bad_header),	   cmocka_unit_test(test_truncated),
 	    cmocka_unit_test(test_oversized),	   cmocka_unit_test(test_zero_length_and_unknown),
-	    cmocka_unit_test(test_take_bounds),
+	    cmocka_unit_test(test_take_bounds),	   cmocka_unit_test(test_read_ahead),
+	    cmocka_unit_test(test_buffered),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
