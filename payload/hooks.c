@@ -149,7 +149,7 @@ static void free_found(struct hp_thread *t, const struct hp_live_val *v)
 /* A block not in the live map: under sampling most likely one that was not sampled, whose
  * bytes the sampled frees estimate (asking the allocator would cost every free a call);
  * else one allocated before attach. */
-static void free_missed(struct hp_thread *t)
+__attribute__((always_inline)) static inline void free_missed(struct hp_thread *t)
 {
 	if (rate_now()) {
 		hp_own_add(&t->tot.frees, 1);
@@ -179,10 +179,10 @@ static struct hp_unwind_memo *thread_memo(struct hp_thread *t)
 	return t->memo;
 }
 
-static void record_alloc(struct hp_thread *t, void *p, size_t n, uintptr_t frame)
+/* Everything after the counts and the sampling test (record_alloc). */
+__attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, void *p, size_t n,
+							uintptr_t frame)
 {
-	hp_own_add(&t->tot.allocs, 1);
-	hp_own_add(&t->tot.alloc_bytes, n);
 	if (hp.args.mode != HP_MODE_FULL) {
 		hp_own_add(&t->tot.alloc_usable, usable(p));
 		if (hp.args.mode == HP_MODE_EXTENDED) {
@@ -194,8 +194,6 @@ static void record_alloc(struct hp_thread *t, void *p, size_t n, uintptr_t frame
 		return;
 	}
 	uint64_t rate = rate_now(), w = HP_FX_ONE;
-	if (rate && !hp_sample_hit(t, n, rate))
-		return;
 	struct hp_live_val old, v = {.size = n, .birth_ms = hp_now_ms()};
 	if (rate) {
 		w = hp_weight_fx(n, rate);
@@ -225,17 +223,38 @@ static void record_alloc(struct hp_thread *t, void *p, size_t n, uintptr_t frame
 	hp_thread_add(t, &c);
 }
 
-static void record_free(struct hp_thread *t, void *p)
+/* Under sampling most allocations are only counted: that much is inline in every hook. */
+__attribute__((always_inline)) static inline void record_alloc(struct hp_thread *t, void *p,
+							       size_t n, uintptr_t frame)
+{
+	hp_own_add(&t->tot.allocs, 1);
+	hp_own_add(&t->tot.alloc_bytes, n);
+	uint64_t rate = rate_now();
+	if (hp.args.mode == HP_MODE_FULL && rate && !hp_sample_hit(t, n, rate))
+		return;
+	record_alloc_rest(t, p, n, frame);
+}
+
+__attribute__((noinline)) static void record_free_rest(struct hp_thread *t, void *p)
 {
 	if (hp.args.mode != HP_MODE_FULL) {
 		free_unmapped(t, usable(p));
 		return;
 	}
 	struct hp_live_val v;
-	if (hp_live_maybe((uintptr_t)p) && hp_live_remove((uintptr_t)p, &v))
+	if (hp_live_remove((uintptr_t)p, &v))
 		free_found(t, &v);
 	else
 		free_missed(t);
+}
+
+/* And most frees are known by the filter not to be in the live map. */
+__attribute__((always_inline)) static inline void record_free(struct hp_thread *t, void *p)
+{
+	if (hp.args.mode == HP_MODE_FULL && !hp_live_maybe((uintptr_t)p))
+		free_missed(t);
+	else
+		record_free_rest(t, p);
 }
 
 static void *hk_malloc(size_t n)
