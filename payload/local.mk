@@ -78,10 +78,18 @@ tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) -fno-omit-frame-pointe
 	-DUNWIND_NOFP_PATH='"$(abs_top_builddir)/tests/unit/unwind-nofp.so"'
 tests_unit_test_unwind_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
 
-# The per-capture cost of the unwinder, built by `make bench-programs` only.
+# The per-capture cost of every way of walking the stack (bench/unwind-bench.c), built by
+# `make bench-programs`; `make bench-unwind` runs it on a shallow and a deep stack
+# (docs/performance.md, "Stack capture").
 EXTRA_PROGRAMS += bench/unwind-bench
 CLEANFILES += bench/unwind-bench
 bench_unwind_bench_SOURCES = bench/unwind-bench.c payload/unwind.c payload/unwind.h
-bench_unwind_bench_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -g -O2
-bench_unwind_bench_LDADD = -lpthread
+bench_unwind_bench_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -g -O2 \
+	-fno-omit-frame-pointer $(LIBUNWIND_CFLAGS)
+# libgcc_eh first: libunwind also defines _Unwind_Backtrace, and libgcc's is the reference.
+bench_unwind_bench_LDADD = -lgcc_eh $(LIBUNWIND_LIBS) -lpthread
 bench-programs: bench/unwind-bench$(EXEEXT)
+.PHONY: bench-unwind
+bench-unwind: bench/unwind-bench$(EXEEXT)
+	bench/unwind-bench$(EXEEXT) --depth 6
+	bench/unwind-bench$(EXEEXT) --depth 30
