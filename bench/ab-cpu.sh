@@ -35,20 +35,16 @@ trap bench_cleanup EXIT
 # per_cpu [PAYLOAD]: operations per CPU second of one run, attached with PAYLOAD if given.
 per_cpu()
 {
-	local out=$bench_tmp/prog tpid apid=
+	local base=$bench_tmp/ab
 
-	bench_spawn "$out" "$out.err" "$prog" --seconds "$seconds" --threads "$threads"
-	tpid=$bench_pid
-	bench_wait_line "$out" '^ready pid=' 10 || return 1
 	if [ $# -eq 1 ]; then
-		# shellcheck disable=SC2086 # opts is a list of words
-		bench_spawn "$out.att" "$out.att.err" env HEAPPROF_PAYLOAD="$1" "$bench_attach" \
-			--batch $opts --output "$bench_tmp/ab.hpf" "$tpid"
-		apid=$bench_pid
+		HEAPPROF_PAYLOAD=$1 bench_attached "$base" "$1" $((seconds * 4 + 30)) "$opts" \
+			"$prog" --seconds "$seconds" --threads "$threads" || return 1
+	else
+		"$prog" --seconds "$seconds" --threads "$threads" >"$base.prog" 2>&1 </dev/null ||
+			return 1
 	fi
-	bench_wait_exit "$tpid" $((seconds * 4 + 30)) || return 1
-	[ -z "$apid" ] || bench_wait_exit "$apid" 30 || return 1
-	bench_cpu_rate "$out"
+	bench_cpu_rate "$base.prog"
 }
 
 a_ratios=() b_ratios=()
@@ -57,7 +53,7 @@ for ((i = 1; i <= pairs; i++)); do
 		payload=$3
 		[ $side = B ] && payload=$4
 		if ! u=$(per_cpu) || ! p=$(per_cpu "$payload"); then
-			bench_log "round $i, $side: a run failed ($(tail -n 1 "$bench_tmp/prog.att.err" 2>/dev/null))"
+			bench_log "round $i, $side: a run failed"
 			exit 1
 		fi
 		r=$(bench_ratio "$u" "$p")

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# bench-lib.sh - helpers shared by run-bench.sh and redis-bench.sh (sourced, not run).
+# bench-lib.sh - helpers shared by the scripts of bench/ (sourced, not run).
 #
 # Contract: the sourcing script sets bench_me (its name for messages) and, before calling the
 # helpers that run heapprof's commands, bench_attach and bench_view (their paths). bench_spawn starts a
@@ -146,6 +146,38 @@ bench_install()
 bench_ops()
 {
 	sed -n 's/^ops_per_s=\([0-9.]*\) .*/\1/p' "$1" | tail -n 1
+}
+
+# bench_attached BASE LABEL DEADLINE OPTS PROG ARGS...: runs PROG ARGS (its output in
+# BASE.prog) and, once it prints "ready", attaches $bench_attach --batch OPTS to it (the
+# profile in BASE.hpf); waits up to DEADLINE seconds for the program, and for the attach,
+# which ends with it. 0 when both ended well; else 1, with the reason logged under LABEL.
+bench_attached()
+{
+	local base=$1 label=$2 deadline=$3 opts=$4 tpid apid status
+	shift 4
+
+	bench_spawn "$base.prog" "$base.prog.err" "$@"
+	tpid=$bench_pid
+	if ! bench_wait_line "$base.prog" '^ready pid=' 10; then
+		bench_log "$label: the program did not start"
+		bench_wait_exit "$tpid" 5
+		return 1
+	fi
+	# shellcheck disable=SC2086,SC2154 # opts is a list of words; bench_attach: the contract
+	bench_spawn "$base.att" "$base.att.err" "$bench_attach" --batch $opts \
+		--output "$base.hpf" "$tpid"
+	apid=$bench_pid
+	bench_wait_exit "$tpid" "$deadline"
+	status=$?
+	if ! bench_wait_exit "$apid" 30; then
+		bench_log "$label: heapprof-attach failed: $(tail -n 2 "$base.att.err")"
+		return 1
+	fi
+	if [ "$status" != 0 ]; then
+		bench_log "$label: the program exited $status"
+		return 1
+	fi
 }
 
 # bench_cpu_rate FILE: operations per CPU second of the process (its final line's ops_per_s

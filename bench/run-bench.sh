@@ -82,37 +82,16 @@ fi
 have_heaptrack=
 command -v heaptrack >/dev/null && have_heaptrack=1
 
-# run_attached PROG P LABEL OPTS: one run under heapprof-attach; sets r_ops, r_size, r_mem
-# (empty when the run failed).
+# run_attached PROG P LABEL OPTS: one run under heapprof-attach; sets r_ops, r_cpu, r_size,
+# r_mem (empty when the run failed).
 run_attached()
 {
-	local prog=$1 nthreads=$2 label=$3 opts=$4 base tpid apid status
+	local prog=$1 nthreads=$2 label=$3 opts=$4 base
 
 	r_ops='' r_cpu='' r_size='' r_mem=''
 	base=$bench_tmp/$prog-$nthreads-$label
-	bench_spawn "$base.prog" "$base.prog.err" "$bindir/$prog" --seconds "$seconds" \
-		--threads "$nthreads"
-	tpid=$bench_pid
-	if ! bench_wait_line "$base.prog" '^ready pid=' 10; then
-		bench_log "$prog did not start"
-		bench_wait_exit "$tpid" 5
-		return
-	fi
-	# shellcheck disable=SC2086 # opts is a list of words
-	bench_spawn "$base.att" "$base.att.err" "$bench_attach" --batch $opts \
-		--output "$base.hpf" "$tpid"
-	apid=$bench_pid
-	bench_wait_exit "$tpid" "$deadline"
-	status=$?
-	# The attach ends by itself when its target exits.
-	bench_wait_exit "$apid" 30 || {
-		bench_log "$prog P=$nthreads $label: heapprof-attach failed: $(tail -n 2 "$base.att.err")"
-		return
-	}
-	if [ "$status" != 0 ]; then
-		bench_log "$prog P=$nthreads $label: the program exited $status"
-		return
-	fi
+	bench_attached "$base" "$prog P=$nthreads $label" "$deadline" "$opts" "$bindir/$prog" \
+		--seconds "$seconds" --threads "$nthreads" || return
 	r_ops=$(bench_ops "$base.prog")
 	r_cpu=$(bench_cpu_rate "$base.prog")
 	r_size=$(stat -c %s "$base.hpf" 2>/dev/null)
