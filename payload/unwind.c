@@ -684,16 +684,17 @@ static void memo_put(struct hp_unwind_memo *m, const struct hp_unwind_step *s)
 		m->cap_hit = 1;
 }
 
-/* The caller's frame as read at frame, the frame address (rbp) of a function built with
- * frame pointers: its CFA is frame + 16, the return address is at frame + 8 and the
- * caller's rbp at frame, exactly what walk_step reads with that function's rule. */
-static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, struct hp_unwind_step *s)
+/* walk_step for the function whose frame address (rbp) is frame, built with frame
+ * pointers: its CFA is frame + 16, the return address is at frame + 8 and the caller's
+ * rbp at frame, exactly what walk_step reads with that function's rule. */
+static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, uintptr_t *sp, uintptr_t *bp,
+		      struct hp_unwind_step *s)
 {
 	if (!readable(frame, lo, hi) || !readable(frame + 8, lo, hi))
 		return 0;
-	s->cfa = frame + 16;
+	s->cfa = *sp = frame + 16;
 	s->ra = *(const uintptr_t *)(frame + 8);
-	s->bp = *(const uintptr_t *)frame;
+	s->bp = *bp = *(const uintptr_t *)frame;
 	s->bp_at = frame;
 	return s->ra != 0;
 }
@@ -710,13 +711,12 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	uintptr_t sp = 0, bp = 0;
 	if (!m) {
 		struct hp_unwind_step s;
-		if (max == 0 || !frame_step(frame, lo, hi, &s))
+		if (max == 0 || !frame_step(frame, lo, hi, &sp, &bp, &s))
 			return 0;
 		unsigned n = 0;
 		if (kept(s.ra, drop_lo, drop_hi))
 			frames[n++] = s.ra;
-		int r =
-		    hp_unwind_regs(frames + n, max - n, drop_lo, drop_hi, s.ra - 1, s.cfa, s.bp);
+		int r = hp_unwind_regs(frames + n, max - n, drop_lo, drop_hi, s.ra - 1, sp, bp);
 		return r < 0 ? -1 : (int)n + r;
 	}
 	unsigned long gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
@@ -727,13 +727,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	int r = 1, spliced = 0;
 	/* Up to the first frame the last walk had too, steps go to pre. */
 	while (n < max && npre < MEMO_PREFIX) {
-		if (npre) {
-			r = walk_step(look, lo, hi, &sp, &bp, &s);
-		} else {
-			r = frame_step(frame, lo, hi, &s);
-			sp = s.cfa;
-			bp = s.bp;
-		}
+		r = npre ? walk_step(look, lo, hi, &sp, &bp, &s)
+			 : frame_step(frame, lo, hi, &sp, &bp, &s);
 		if (r <= 0)
 			break;
 		if (kept(s.ra, drop_lo, drop_hi))
