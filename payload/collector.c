@@ -472,6 +472,7 @@ static int round_once(uint32_t flags)
 	/* With sampling a miss may be an unsampled block or one from before attach: the
 	 * sampled frees' excess weight estimates the former. */
 	uint64_t untracked = now.untracked + clamp_sub(now.missed, fx_round(now.excess));
+	uint64_t freed = now.freed_bytes + fx_round(now.excess_bytes);
 	struct hp_round r = {
 	    .seq = ++c.seq,
 	    .flags = flags,
@@ -480,12 +481,11 @@ static int round_once(uint32_t flags)
 	    .allocs = now.allocs,
 	    .alloc_bytes = now.alloc_bytes,
 	    .frees = now.frees,
-	    .freed_bytes = now.freed_bytes + fx_round(now.excess_bytes),
+	    .freed_bytes = freed,
 	    .untracked_frees = untracked,
 	    .live_blocks = clamp_sub(now.allocs, now.frees),
 	    .live_bytes =
-		clamp_sub(hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable,
-			  now.freed_bytes + fx_round(now.excess_bytes)),
+		clamp_sub(hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable, freed),
 	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (mods.oom || c.sb.oom) + la.full,
 	    .payload_bytes = held,
 	};
