@@ -470,8 +470,10 @@ static int round_once(uint32_t flags)
 	if (atomic_load(&hp.went_sampled))
 		flags |= HP_ROUND_SAMPLED;
 	/* With sampling a miss may be an unsampled block or one from before attach: the
-	 * sampled frees' excess weight estimates the former. */
+	 * sampled frees' excess weight estimates the former. With the filter misses are not
+	 * even counted (hooks.c), so that estimate is the frees' count itself. */
 	uint64_t untracked = now.untracked + clamp_sub(now.missed, fx_round(now.excess));
+	uint64_t frees = now.frees + (hp_live_filter ? fx_round(now.excess) : 0);
 	uint64_t freed = now.freed_bytes + fx_round(now.excess_bytes);
 	struct hp_round r = {
 	    .seq = ++c.seq,
@@ -480,10 +482,10 @@ static int round_once(uint32_t flags)
 	    .rss_bytes = hp_rss_bytes(),
 	    .allocs = now.allocs,
 	    .alloc_bytes = now.alloc_bytes,
-	    .frees = now.frees,
+	    .frees = frees,
 	    .freed_bytes = freed,
 	    .untracked_frees = untracked,
-	    .live_blocks = clamp_sub(now.allocs, now.frees),
+	    .live_blocks = clamp_sub(now.allocs, frees),
 	    .live_bytes =
 		clamp_sub(hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable, freed),
 	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (mods.oom || c.sb.oom) + la.full,

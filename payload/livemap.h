@@ -7,7 +7,7 @@
  * mmap of a grow. A refused or failed grow drops the insert (the caller counts it lost;
  * its later free is then a miss).
  * When sampling from the start, most frees are of blocks never inserted: a filter of
- * saturating counters by address hash (hp_live_maybe, one load) spares them the locked
+ * saturating counters by address (hp_live_absent, one load) spares them the locked
  * lookup. A sampling switch mid-run leaves it off, since blocks are already in the map.
  */
 #ifndef HEAPPROF_LIVEMAP_H
@@ -31,25 +31,29 @@ void hp_live_fini(void);
 /* 0 = inserted; 1 = addr was already there (its old value in *old, now replaced);
  * -1 = out of memory. */
 int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old);
-/* Counters by address (one multiply: blocks are 16-byte aligned and the counters need
- * only spreading); 255 sticks, since it may stand for more. NULL when off. */
+/* Counters by address; 255 sticks, since it may stand for more. NULL when off. Blocks
+ * are 16-byte aligned, and neighbouring blocks get neighbouring counters, so a run of
+ * frees reads one cache line, not one each; the 4 MB window number is mixed in so that
+ * regions at aligned distances (each thread's arena) do not share counters. */
 #define HP_LIVE_FILTER_BITS 18
 #define HP_LIVE_FILTER_SLOTS (1u << HP_LIVE_FILTER_BITS)
 extern _Atomic uint8_t *hp_live_filter;
 
 static inline _Atomic uint8_t *hp_live_filter_slot(uintptr_t addr)
 {
-	return &hp_live_filter[((addr >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - HP_LIVE_FILTER_BITS)];
+	return &hp_live_filter[((addr >> 4) ^ (addr >> (4 + HP_LIVE_FILTER_BITS))) &
+			       (HP_LIVE_FILTER_SLOTS - 1)];
 }
 
-/* 0 if addr is surely not in the map; 1 if it may be. A free can only follow its
+/* 1 if the filter is on and addr surely not in the map. A free can only follow its
  * allocation's return through the program's own ordering, which carries the insert's count
  * to the freeing thread. */
-static inline int hp_live_maybe(uintptr_t addr)
+static inline int hp_live_absent(uintptr_t addr)
 {
-	return !hp_live_filter ||
-	       atomic_load_explicit(hp_live_filter_slot(addr), memory_order_relaxed);
+	return hp_live_filter &&
+	       !atomic_load_explicit(hp_live_filter_slot(addr), memory_order_relaxed);
 }
+
 /* 1 = removed (*v is what it held); 0 = not there. */
 int hp_live_remove(uintptr_t addr, struct hp_live_val *v);
 

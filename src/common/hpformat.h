@@ -105,7 +105,7 @@ struct hp_stack {
  * Size key: the requested size itself when it is at most HP_EXACT_SIZE_MAX
  * (HP_SIZE_EXACT), else the power of two at or below it (HP_SIZE_POW2: the bucket
  * [size, 2*size)). With sampling (HELLO sample_rate > 0) the per-site numbers are
- * estimates scaled from the sampled allocations, while ROUND totals stay exact. */
+ * estimates scaled from the sampled allocations (ROUND says which totals are). */
 struct hp_sites {
 	uint32_t count;
 	uint32_t reserved;
@@ -148,15 +148,17 @@ struct hp_live_site {
 	uint64_t mean_age_ms;
 };
 
-/* ROUND: closes a round. Totals are cumulative since attach and always exact. In basic
- * and extended modes there is no live map: every free is counted, by the allocator's
- * usable size (malloc_usable_size) of the block, so live_bytes counts usable bytes there
- * and the SITES frees of extended mode go to the (0, HP_SIZE_NONE) entry, since a free's
- * requested size is unknown. Under sampling a free that misses the live map is either an
- * unsampled block (counted in frees) or one from before attach: untracked_frees is then
- * an estimate of the latter, and freed_bytes (so live_bytes) is exact for the sampled
- * blocks and an estimate for the others (a sampled block of n bytes and weight w adds
- * (w - 1) * n for them). */
+/* ROUND: closes a round. Totals are cumulative since attach and exact but under
+ * sampling. In basic and extended modes there is no live map: every free is counted, by
+ * the allocator's usable size (malloc_usable_size) of the block, so live_bytes counts
+ * usable bytes there and the SITES frees of extended mode go to the (0, HP_SIZE_NONE)
+ * entry, since a free's requested size is unknown. Under sampling allocs and alloc_bytes
+ * stay exact; a sampled block of n bytes and weight w freed stands for w frees of n bytes
+ * (the w - 1 others are unsampled blocks). Sampling from the start (--sample-rate), a free
+ * that misses the live map is not counted at all (skipping it is what keeps the mode
+ * cheap), so frees and freed_bytes are the sampled frees' estimate and untracked_frees is
+ * 0. After a switch to sampling (--max-memory), such a free is counted in frees, and
+ * untracked_frees estimates those among them of blocks from before attach. */
 struct hp_round {
 	uint32_t seq;	  /* 1, 2, ... */
 	uint32_t flags;	  /* enum hp_round_flags */

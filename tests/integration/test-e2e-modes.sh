@@ -1,11 +1,14 @@
 #!/bin/bash
-# test-e2e-modes.sh - exact totals in basic and extended modes and with sampling.
+# test-e2e-modes.sh - exact totals in basic and extended modes, estimated frees with sampling.
 #
 # mt-target 4 1000 attached three times, with --mode basic, --mode extended and
-# --sample-rate 4096 (full mode, sampled): each time the last round line printed by
+# --sample-rate 512 (full mode, sampled): each time the last round line printed by
 # --batch and heapprof-view overview --json count exactly the 4000 allocations of
-# 48 + index bytes and the 2000 cross-thread frees (totals stay exact whatever the mode),
-# heapprof-detach exits 0, the target is left as found and exits 0.
+# 48 + index bytes, and the 2000 cross-thread frees exactly in basic and extended mode;
+# under sampling a free of an unsampled block is not seen, so the frees are the sampled
+# ones' estimate (about 190 of them, weight about 11: within 35%, five standard
+# deviations), the same in the round line and the profile. heapprof-detach exits 0, the
+# target is left as found and exits 0.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -24,10 +27,12 @@ for ((i = 0; i < T; i++)); do
 	abytes=$((abytes + K * (48 + i)))
 done
 
-# check_session ARGS...: one session of heapprof-attach ARGS on a fresh mt-target.
+# check_session FREES ARGS...: one session of heapprof-attach ARGS on a fresh mt-target;
+# FREES is exact or estimated.
 check_session()
 {
-	local fds rounds last n field want
+	local how=$1 fds rounds last n field want got
+	shift
 
 	hp_start_target "$target" $T $K
 	fds=$(hp_fd_count "$TARGET_PID")
@@ -39,22 +44,29 @@ check_session()
 		hp_fail "$*: no round lines after the work was done"
 	hp_detach_session "$fds"
 	last=$(grep -E "$HP_ROUND_RE" "$hp_tmp/attach.out" | tail -n 1)
-	echo "$last" | grep -q " allocs=$allocs frees=$frees allocated=$abytes " ||
-		hp_fail "$*: the last round line is '$last', expected allocs=$allocs frees=$frees allocated=$abytes"
-	hp_ok "$*: last round line exact: $last"
+	got=$(echo "$last" | sed -E 's/.* frees=([0-9]+) .*/\1/')
+	if [ "$how" = estimated ]; then
+		[ "$got" -ge $((frees * 65 / 100)) ] && [ "$got" -le $((frees * 135 / 100)) ] ||
+			hp_fail "$*: $got frees estimated, expected $frees within 35%"
+	else
+		[ "$got" = "$frees" ] || hp_fail "$*: $got frees, expected $frees"
+	fi
+	echo "$last" | grep -q " allocs=$allocs frees=$got allocated=$abytes " ||
+		hp_fail "$*: the last round line is '$last', expected allocs=$allocs allocated=$abytes"
+	hp_ok "$*: last round line: $last ($how frees)"
 	hp_view_json overview
-	for field in allocations:$allocs frees:$frees allocated_bytes:$abytes \
-		live_blocks:$((allocs - frees)) pid:$TARGET_PID; do
+	for field in allocations:$allocs frees:$got allocated_bytes:$abytes \
+		live_blocks:$((allocs - got)) pid:$TARGET_PID; do
 		want=${field#*:}
 		n=$(hp_json_field "$hp_tmp/overview.json" "${field%%:*}") ||
 			hp_fail "$*: bad overview JSON"
 		[ "$n" = "$want" ] || hp_fail "$*: overview ${field%%:*} is $n, expected $want"
 	done
-	hp_ok "$*: overview: $allocs allocations, $frees frees, $abytes bytes"
+	hp_ok "$*: overview: $allocs allocations, $got frees, $abytes bytes"
 	hp_stop_target
 	rm -f "$hp_tmp/p.hpf" "$hp_tmp/attach.out" "$hp_tmp/attach.err"
 }
 
-check_session --mode basic
-check_session --mode extended
-check_session --sample-rate 4096
+check_session exact --mode basic
+check_session exact --mode extended
+check_session estimated --sample-rate 512
