@@ -42,8 +42,13 @@ extern void *__libc_stack_end;
 #define MAIN_STACK_MAX (64ull << 20)
 #define THREAD_STACK_MAX (256ull << 20)
 
+/* The page above __libc_stack_end, found once: sysconf on every walk of the main thread
+ * (every allocation of a single-threaded server) cost a call into libc. */
+static uintptr_t main_end;
+
 int hp_unwind_init(void)
 {
+	main_end = hp_page_round((uintptr_t)__libc_stack_end);
 	if (!cache)
 		cache = hp_map(CACHE_SLOTS * sizeof *cache);
 	return cache ? 0 : -1;
@@ -565,9 +570,8 @@ static uintptr_t stack_top(uintptr_t sp)
 	/* A thread made by pthread_create has its descriptor at the top of its stack. */
 	if (sp < self && self - sp <= THREAD_STACK_MAX)
 		return self;
-	uintptr_t end = hp_page_round((uintptr_t)__libc_stack_end);
-	if (sp < end && end - sp <= MAIN_STACK_MAX)
-		return end;
+	if (sp < main_end && main_end - sp <= MAIN_STACK_MAX)
+		return main_end;
 	return 0;
 }
 
@@ -675,6 +679,18 @@ static int same_step(const struct hp_unwind_step *a, const struct hp_unwind_step
 	return a->cfa == b->cfa && a->ra == b->ra && a->bp == b->bp && a->bp_at == b->bp_at;
 }
 
+/* The walk's new steps into the memo. Mostly one (the splice at the first frame): a
+ * struct copy then, since GCC makes a memcpy of variable length a rep movsq, whose start
+ * alone was a quarter of the memo walk's time. */
+static inline void memo_set_prefix(struct hp_unwind_memo *m, const struct hp_unwind_step *pre,
+				   unsigned npre)
+{
+	if (npre == 1)
+		m->st[0] = pre[0];
+	else
+		memcpy(m->st, pre, npre * sizeof *pre);
+}
+
 /* Appends a step to the memo while it has room; a walk longer than that leaves none. */
 static void memo_put(struct hp_unwind_memo *m, const struct hp_unwind_step *s)
 {
@@ -766,7 +782,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			m->cut = 1;
 		if (npre != p + 1)
 			memmove(&m->st[npre], &m->st[p + 1], tail * sizeof s);
-		memcpy(m->st, pre, npre * sizeof s);
+		memo_set_prefix(m, pre, npre);
 		m->n = npre + tail;
 		*same = prefix_same;
 		/* Where the last walk stopped at max, this one may go on from its end. */
@@ -779,7 +795,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		r = 1;
 		*same = 0;
 	} else {
-		memcpy(m->st, pre, npre * sizeof s);
+		memo_set_prefix(m, pre, npre);
 		m->n = npre;
 	}
 	m->gen = gen;
