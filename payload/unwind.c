@@ -679,16 +679,18 @@ static int same_step(const struct hp_unwind_step *a, const struct hp_unwind_step
 	return a->cfa == b->cfa && a->ra == b->ra && a->bp == b->bp && a->bp_at == b->bp_at;
 }
 
-/* The walk's new steps into the memo. Mostly one (the splice at the first frame): a
- * struct copy then, since GCC makes a memcpy of variable length a rep movsq, whose start
- * alone was a quarter of the memo walk's time. */
+/* The walk's new steps into the memo: mostly one (the splice at the first frame), else a
+ * few. Not a memcpy of variable length, which GCC makes a rep movsq, whose start alone was
+ * a quarter of the memo walk's time. */
 static inline void memo_set_prefix(struct hp_unwind_memo *m, const struct hp_unwind_step *pre,
 				   unsigned npre)
 {
-	if (npre == 1)
+	if (npre)
 		m->st[0] = pre[0];
-	else
-		memcpy(m->st, pre, npre * sizeof *pre);
+	for (unsigned i = 1; i < npre; i++) {
+		m->st[i] = pre[i];
+		__asm__("" ::: "memory"); /* or GCC makes the loop that memcpy again */
+	}
 }
 
 /* Appends a step to the memo while it has room; a walk longer than that leaves none. */
