@@ -169,17 +169,33 @@ static void free_unmapped(struct hp_thread *t, uint64_t usable_bytes)
 	hp_own_add(&t->tot.freed_bytes, usable_bytes);
 }
 
-/* The thread's walk memo, made on its first capture: a few KB that the payload could do
- * without, so not when they would take it past max_memory. */
+/* The thread's walk memo and stack cache, made on its first capture: a few KB that the
+ * payload could do without, so not when they would take it past max_memory. */
 static struct hp_unwind_memo *thread_memo(struct hp_thread *t)
 {
 	if (t->memo || t->memo_none)
 		return t->memo;
 	uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
-	if (held + hp_unwind_memo_size(hp.args.max_depth) <= hp.max_memory)
+	if (held + hp_unwind_memo_size(hp.args.max_depth) + hp_stack_cache_size() <=
+	    hp.max_memory) {
 		t->memo = hp_unwind_memo_new(hp.args.max_depth);
+		if (t->memo)
+			t->scache = hp_stack_cache_new();
+	}
 	t->memo_none = !t->memo;
 	return t->memo;
+}
+
+/* The id of a capture: the last one's when the frames are the same, else through the
+ * thread's cache when the unwinder says how it relates to the last one. */
+static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
+			   const uint64_t *frames, unsigned d, int same)
+{
+	if (same && t->memo_id)
+		return t->memo_id;
+	if (m && m->tail_after != HP_UNWIND_NO_TAIL)
+		return hp_stack_intern_after(t->scache, t->memo_id, frames, d, m->tail_after);
+	return hp_stack_intern(frames, d);
 }
 
 /* Everything after the counts and the sampling test (record_alloc). */
@@ -204,8 +220,9 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	}
 	uint64_t frames[HP_MAX_DEPTH];
 	int same;
-	unsigned d = hp_stack_capture(frames, hp.args.max_depth, frame, thread_memo(t), &same);
-	v.stack = same && t->memo_id ? t->memo_id : hp_stack_intern(frames, d);
+	struct hp_unwind_memo *m = thread_memo(t);
+	unsigned d = hp_stack_capture(frames, hp.args.max_depth, frame, m, &same);
+	v.stack = capture_id(t, m, frames, d, same);
 	t->memo_id = v.stack;
 	if (!v.stack)
 		lost(t);

@@ -70,7 +70,7 @@ tests_unit_unwind_fp_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O2 -fPIC -fno-omi
 tests_unit_unwind_fp_so_LDFLAGS = $(HP_GOTLIB_LINK)
 tests_unit_unwind_nofp_so_SOURCES = tests/unit/unwind-shapes.c
 tests_unit_unwind_nofp_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O2 -fPIC -fomit-frame-pointer \
-	-DSHAPE_PREFIX=nofp_
+	-DSHAPE_PREFIX=nofp_ -DSHAPE_RBP_FREE=1
 tests_unit_unwind_nofp_so_LDFLAGS = $(HP_GOTLIB_LINK)
 tests_unit_test_unwind_SOURCES = tests/unit/test-unwind.c payload/unwind.c payload/unwind.h
 tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) -fno-omit-frame-pointer \

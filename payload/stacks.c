@@ -164,6 +164,63 @@ uint32_t hp_stack_intern(const uint64_t *f, unsigned depth)
 	return 0;
 }
 
+/* A splice seldom brings more new frames than this; one that does is interned whole. */
+#define SC_FRAMES 6
+#define SC_BITS 5
+
+struct sc_ent {
+	uint32_t last, id; /* id 0: empty */
+	uint16_t tail, k;
+	uint64_t f[SC_FRAMES];
+};
+
+struct hp_stack_cache {
+	struct sc_ent e[1u << SC_BITS];
+};
+
+size_t hp_stack_cache_size(void)
+{
+	return hp_page_round(sizeof(struct hp_stack_cache));
+}
+
+struct hp_stack_cache *hp_stack_cache_new(void)
+{
+	return hp_map(sizeof(struct hp_stack_cache));
+}
+
+void hp_stack_cache_free(struct hp_stack_cache *c)
+{
+	hp_unmap(c, sizeof *c);
+}
+
+/* Ids are never reused, so (last, tail, new frames) always names the same frames: the
+ * last `tail` frames of stack last, after the new ones. */
+uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, const uint64_t *f,
+			       unsigned depth, unsigned k)
+{
+	if (!c || !last || k > SC_FRAMES || k > depth)
+		return hp_stack_intern(f, depth);
+	unsigned tail = depth - k;
+	uint64_t h = (uint64_t)last << 32 ^ tail << 8 ^ k;
+	for (unsigned i = 0; i < k; i++)
+		h = (h ^ f[i]) * 0x9e3779b97f4a7c15ull;
+	struct sc_ent *e = &c->e[hp_hash64(h) >> (64 - SC_BITS)];
+	int hit = e->id && e->last == last && e->tail == tail && e->k == k;
+	for (unsigned i = 0; hit && i < k; i++)
+		hit = e->f[i] == f[i];
+	if (hit)
+		return e->id;
+	uint32_t id = hp_stack_intern(f, depth);
+	if (id) {
+		e->last = last;
+		e->id = id;
+		e->tail = (uint16_t)tail;
+		e->k = (uint16_t)k;
+		memcpy(e->f, f, k * sizeof *f);
+	}
+	return id;
+}
+
 void hp_stacks_each_new(hp_stack_fn fn, void *arg)
 {
 	hp_unwind_check_modules();

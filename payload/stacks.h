@@ -9,10 +9,17 @@
  * (collector only) can hand each stack that any thread holds an id for exactly once, at the latest
  * in the round after; being called once a round, it also has the unwinder forget its rules after a
  * dlclose.
+ * hp_stack_intern_after interns a capture whose frames past the first k are the last frames
+ * of the stack the thread captured before (the unwinder's tail_after): a cache of the
+ * thread's own (hp_stack_cache_new, a few KB of hp_map memory, used by that thread only)
+ * maps (that stack, the tail's length, the k new frames) to the id, so a thread that goes
+ * back and forth between a few deep stacks does not hash and compare them whole each time.
+ * It returns what hp_stack_intern would.
  */
 #ifndef HEAPPROF_STACKS_H
 #define HEAPPROF_STACKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 int hp_stacks_init(uint64_t max_memory);
@@ -26,6 +33,14 @@ struct hp_unwind_memo;
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
 			  struct hp_unwind_memo *memo, int *same);
 uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
+
+struct hp_stack_cache;
+size_t hp_stack_cache_size(void);
+struct hp_stack_cache *hp_stack_cache_new(void);
+void hp_stack_cache_free(struct hp_stack_cache *c);
+/* c may be NULL (then it is hp_stack_intern); last is the id the previous capture got. */
+uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, const uint64_t *frames,
+			       unsigned depth, unsigned k);
 
 typedef void (*hp_stack_fn)(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg);
 void hp_stacks_each_new(hp_stack_fn fn, void *arg);

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "stacks.h"
 #include "unwind.h"
 
 #define THREADS_CAP (1u << HP_THREADS_BITS) /* records; reserved, pages touched on use */
@@ -36,6 +37,8 @@ void hp_threads_fini(void)
 		hp_site_tab_free(&hp_threads[i].tab[1]);
 		if (hp_threads[i].memo)
 			hp_unwind_memo_free(hp_threads[i].memo);
+		if (hp_threads[i].scache)
+			hp_stack_cache_free(hp_threads[i].scache);
 	}
 	hp_unmap(hp_threads, THREADS_CAP * sizeof *hp_threads);
 	hp_threads = NULL;

@@ -77,6 +77,7 @@ struct hp_thread {
 	uint64_t rng;	   /* xorshift64* state; 0 until the first sampling decision */
 	/* Full mode: the thread's last stack walk and the stack id it got (unwind.h). */
 	struct hp_unwind_memo *memo;
+	struct hp_stack_cache *scache; /* stacks.h: made with the memo, NULL without */
 	uint32_t memo_id;
 	int memo_none; /* no memory for one: walk without */
 } __attribute__((aligned(64)));

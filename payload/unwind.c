@@ -597,6 +597,7 @@ static inline int walk_step(uintptr_t look, uintptr_t lo, uintptr_t hi, uintptr_
 		return 0;
 	uintptr_t ra = *(const uintptr_t *)(cfa - 8);
 	s->bp_at = 0;
+	s->flags = kind == K_RBP ? HP_STEP_READS_BP : 0;
 	if (v & V_SAVED) {
 		uintptr_t at = cfa - 8 * (uintptr_t)(v >> 3 & RBP_SLOTS);
 		if (!readable(at, lo, hi))
@@ -658,9 +659,11 @@ void hp_unwind_memo_free(struct hp_unwind_memo *m)
 	hp_unmap(m, sizeof *m + m->cap * sizeof m->st[0]);
 }
 
-/* Steps from i on still hold: each return address, and each saved rbp, is still where the
- * walk read it. Steps before i matched already, so each of these has the same CFA rule
- * and the same CFA as before; what the stack now holds there decides the rest. */
+/* Steps from i on still hold: each return address, and each saved rbp that a later step
+ * reads, is still where the walk read it. Steps before i matched already, so each of these
+ * has the same CFA rule and the same CFA as before; what the stack now holds there decides
+ * the rest. A saved rbp nobody reads is not compared, but must still be readable, as the
+ * walk would stop there otherwise. */
 static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, uintptr_t hi)
 {
 	for (; i < m->n; i++) {
@@ -668,15 +671,35 @@ static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, 
 		if (!readable(s->cfa - 8, lo, hi) || *(const uintptr_t *)(s->cfa - 8) != s->ra)
 			return 0;
 		if (s->bp_at &&
-		    (!readable(s->bp_at, lo, hi) || *(const uintptr_t *)s->bp_at != s->bp))
+		    (!readable(s->bp_at, lo, hi) ||
+		     ((s->flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)s->bp_at != s->bp)))
 			return 0;
 	}
 	return 1;
 }
 
-static int same_step(const struct hp_unwind_step *a, const struct hp_unwind_step *b)
+/* m, a step of the memo, is the frame s of this walk: the rest of the memo's walk would
+ * read from s what it read from m. */
+static int same_step(const struct hp_unwind_step *m, const struct hp_unwind_step *s)
 {
-	return a->cfa == b->cfa && a->ra == b->ra && a->bp == b->bp && a->bp_at == b->bp_at;
+	return m->cfa == s->cfa && m->ra == s->ra && m->bp_at == s->bp_at &&
+	       (!(m->flags & HP_STEP_BP_LIVE) || m->bp == s->bp);
+}
+
+/* Marks steps from..0 whose rbp a later step reads: the next one's rule reads it, or the
+ * next one leaves rbp as it is and its rbp is read. The last step's always is, since a
+ * later walk may go on from it (a memo cut at max). Stored rbp values of unmarked steps
+ * may be stale (memo_holds does not compare them): they are never read, and a step marked
+ * again later only fails to match. */
+static inline __attribute__((always_inline)) void memo_mark_live(struct hp_unwind_memo *m,
+								 unsigned from)
+{
+	for (unsigned i = from + 1; i-- > 0;) {
+		const struct hp_unwind_step *next = &m->st[i + 1];
+		int live = i + 1 >= m->n || (next->flags & HP_STEP_READS_BP) ||
+			   (!next->bp_at && (next->flags & HP_STEP_BP_LIVE));
+		m->st[i].flags = (m->st[i].flags & ~HP_STEP_BP_LIVE) | (live ? HP_STEP_BP_LIVE : 0);
+	}
 }
 
 /* The walk's new steps into the memo: mostly one (the splice at the first frame), else a
@@ -714,6 +737,7 @@ static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, uintptr_t *sp
 	s->ra = *(const uintptr_t *)(frame + 8);
 	s->bp = *bp = *(const uintptr_t *)frame;
 	s->bp_at = frame;
+	s->flags = 0;
 	return s->ra != 0;
 }
 
@@ -723,6 +747,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			   uintptr_t frame, struct hp_unwind_memo *m, int *same)
 {
 	*same = 0;
+	if (m)
+		m->tail_after = HP_UNWIND_NO_TAIL;
 	uintptr_t lo = frame, hi = stack_top(frame);
 	if (!hi)
 		return -1;
@@ -770,6 +796,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		int prefix_same = p + 1 == npre;
 		for (unsigned i = 0; prefix_same && i < npre; i++)
 			prefix_same = m->st[i].ra == pre[i].ra;
+		/* The splice step's own frame is the last walk's too. */
+		unsigned new_frames = n - kept(pre[npre - 1].ra, drop_lo, drop_hi);
 		/* The rest of the last walk, as far as max lets it. */
 		unsigned i = p + 1;
 		for (; i < m->n && n < max; i++)
@@ -780,16 +808,23 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			m->n = 0;
 			return (int)n;
 		}
-		if (i < m->n)
+		int truncated = i < m->n;
+		if (!truncated && !m->cut)
+			m->tail_after = new_frames;
+		if (truncated)
 			m->cut = 1;
 		if (npre != p + 1)
 			memmove(&m->st[npre], &m->st[p + 1], tail * sizeof s);
 		memo_set_prefix(m, pre, npre);
 		m->n = npre + tail;
+		m->walked = npre;
 		*same = prefix_same;
 		/* Where the last walk stopped at max, this one may go on from its end. */
-		if (!m->cut || n == max)
+		if (!m->cut || n == max) {
+			/* The tail's marks stand unless it lost its end. */
+			memo_mark_live(m, truncated ? m->n - 1 : npre - 1);
 			return (int)n;
+		}
 		s = m->st[m->n - 1];
 		sp = s.cfa;
 		bp = s.bp;
@@ -799,6 +834,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	} else {
 		memo_set_prefix(m, pre, npre);
 		m->n = npre;
+		m->walked = npre;
 	}
 	m->gen = gen;
 	m->max = max;
@@ -815,8 +851,11 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			frames[n++] = s.ra;
 		look = s.ra - 1;
 		memo_put(m, &s);
+		m->walked++;
 	}
 	m->cut = n == max && r > 0;
+	if (m->n)
+		memo_mark_live(m, m->n - 1);
 	return (int)n;
 }
 

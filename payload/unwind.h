@@ -15,10 +15,14 @@
  * hp_unwind_memo walks from a frame address instead: the rbp of a function of the calling
  * thread built with frame pointers (the payload's hooks), so frames[0] is that function's
  * return address and no frame below it is walked. With one thread's memo of its last walk,
- * once a step reaches a frame that walk had (same CFA, return address and rbp), the rest
- * of it is taken if every return address and saved rbp it read is still there, which is
- * what a walk would read with the same rules; no rule is looked up for those frames.
- * *same says the frames equal the last walk's. The memo may be NULL.
+ * once a step reaches a frame that walk had (same CFA and return address, and the same rbp
+ * where a later step reads it), the rest of it is taken if every return address, and every
+ * saved rbp a later step reads, is still there, which is what a walk would read with the
+ * same rules; no rule is looked up for those frames. An rbp that no later step reads (code
+ * without frame pointers uses it as a scratch register) need not match, so a walk splices
+ * at the first frame it shares with the last one. *same says the frames equal the last
+ * walk's; the memo's walked says how many steps this walk took by the rules. The memo may
+ * be NULL.
  */
 #ifndef HEAPPROF_UNWIND_H
 #define HEAPPROF_UNWIND_H
@@ -27,10 +31,16 @@
 #include <stdint.h>
 
 /* One frame of a walk: its CFA, the return address read at CFA-8, and rbp after the step
- * with the address it was read from (0: rbp unchanged). */
+ * with the address it was read from (0: rbp unchanged); in flags, whether the step's rule
+ * read rbp (the CFA is rbp + N) and, in a memo, whether a later step reads this rbp. */
+#define HP_STEP_READS_BP 1u
+#define HP_STEP_BP_LIVE 2u
 struct hp_unwind_step {
 	uintptr_t cfa, ra, bp, bp_at;
+	unsigned flags;
 };
+
+#define HP_UNWIND_NO_TAIL (~0u)
 
 /* A thread's last walk; zeroed = none. */
 struct hp_unwind_memo {
@@ -39,6 +49,10 @@ struct hp_unwind_memo {
 	unsigned max;	   /* the max it was taken with */
 	int cut;	   /* stopped at max rather than at the end of the stack */
 	int cap_hit;	   /* had more steps than room: unusable */
+	unsigned walked;   /* steps the last walk took by the rules, not from the memo */
+	/* After a walk: k when its frames past the first k are the walk before's last frames
+	 * (it spliced, and neither walk stopped at max), else HP_UNWIND_NO_TAIL. */
+	unsigned tail_after;
 	struct hp_unwind_step st[];
 };
 

@@ -39,6 +39,7 @@
 #define MAX_STACKS 8192
 #define MAX_MODS 256
 #define MAX_KEYED 4096
+#define STACK_KEEP 12
 
 static hp_start_fn start_fn;
 static hp_stop_fn stop_fn;
@@ -112,6 +113,7 @@ static struct {
 	int hello, ends, end_reason, order_ok, rounds, err;
 	struct hp_round last;
 	uint64_t frame0[MAX_STACKS], depth[MAX_STACKS];
+	uint64_t frames[MAX_STACKS][STACK_KEEP]; /* the first STACK_KEEP of each */
 	int have[MAX_STACKS];
 	struct hp_site_delta sum[MAX_STACKS];
 	char mods[MAX_MODS][256];
@@ -163,6 +165,9 @@ static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
 			return;
 		if (s.depth)
 			hp_take(&b, end, &f0, sizeof f0);
+		rd.frames[s.id][0] = f0;
+		for (uint32_t i = 1; i < s.depth && i < STACK_KEEP; i++)
+			hp_take(&b, end, &rd.frames[s.id][i], sizeof rd.frames[s.id][i]);
 		rd.have[s.id] = 1;
 		rd.stacks++;
 		rd.frame0[s.id] = f0;
@@ -618,6 +623,124 @@ static void check_basic_totals(void)
 			free(bb[k][i]);
 }
 
+/* Call paths that share their outer frames and differ below them (path_a, the deeper
+ * path_b, path_c), the same inner frames under two outer functions, taken in turn, so that
+ * each stack is captured right after another it shares frames with: the thread's stack
+ * cache (stacks.h) is used for nearly every one. Each (outer, path) allocates a size of
+ * its own, so a stack id given to the wrong frames shows as a size under a stack that
+ * lacks its functions. */
+#define NPATHS 3
+#define NPATHREP 300
+__attribute__((noinline)) void *path_leaf(size_t n);
+__attribute__((noinline)) void *path_a(size_t n);
+__attribute__((noinline)) void *path_b(size_t n);
+__attribute__((noinline)) void *path_c(size_t n);
+__attribute__((noinline)) void paths_round(int outer, void **out);
+__attribute__((noinline)) void paths_outer_one(void **out);
+__attribute__((noinline)) void paths_outer_two(void **out);
+
+static size_t path_size(int outer, int path)
+{
+	return 16 + 8 * (size_t)(outer * NPATHS + path);
+}
+
+__attribute__((noinline)) void *path_leaf(size_t n)
+{
+	void *p = malloc(n);
+	__asm__ volatile("" ::"r"(p) : "memory");
+	return p;
+}
+
+__attribute__((noinline)) void *path_a(size_t n)
+{
+	void *p = path_leaf(n);
+	__asm__ volatile("" ::"r"(p) : "memory");
+	return p;
+}
+
+__attribute__((noinline)) void *path_b(size_t n)
+{
+	void *p = path_a(n);
+	__asm__ volatile("" ::"r"(p) : "memory");
+	return p;
+}
+
+__attribute__((noinline)) void *path_c(size_t n)
+{
+	void *p = path_leaf(n);
+	__asm__ volatile("" ::"r"(p) : "memory");
+	return p;
+}
+
+__attribute__((noinline)) void paths_round(int outer, void **out)
+{
+	out[0] = path_a(path_size(outer, 0));
+	out[1] = path_b(path_size(outer, 1));
+	out[2] = path_c(path_size(outer, 2));
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+__attribute__((noinline)) void paths_outer_one(void **out)
+{
+	paths_round(0, out);
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+__attribute__((noinline)) void paths_outer_two(void **out)
+{
+	paths_round(1, out);
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+static void work_paths(int k)
+{
+	(void)k;
+	void *v[NPATHS];
+	for (int i = 0; i < NPATHREP; i++) {
+		paths_outer_one(v);
+		for (int j = 0; j < NPATHS; j++)
+			free(v[j]);
+		paths_outer_two(v);
+		for (int j = 0; j < NPATHS; j++)
+			free(v[j]);
+	}
+}
+
+static int stack_has(uint32_t id, void *fn)
+{
+	for (uint64_t i = 0; i < rd.depth[id] && i < STACK_KEEP; i++)
+		if (in_function(rd.frames[id][i], fn))
+			return 1;
+	return 0;
+}
+
+static void test_paths(void **state)
+{
+	(void)state;
+	void *const outers[] = {(void *)paths_outer_one, (void *)paths_outer_two};
+	void *const paths[] = {(void *)path_a, (void *)path_b, (void *)path_c};
+	session(&args, work_paths);
+	assert_int_equal(rd.last.lost, 0);
+	uint64_t found[2][NPATHS] = {{0}};
+	for (int i = 0; i < rd.nkeyed; i++) {
+		const struct hp_site_delta *d = &rd.keyed[i];
+		if (d->size_kind != HP_SIZE_EXACT || !d->stack_id ||
+		    !stack_has(d->stack_id, path_leaf))
+			continue;
+		int o = (int)((d->size - 16) / 8) / NPATHS, p = (int)((d->size - 16) / 8) % NPATHS;
+		assert_true(d->size >= 16 && o < 2);
+		assert_true(stack_has(d->stack_id, outers[o]));
+		assert_false(stack_has(d->stack_id, outers[!o]));
+		assert_true(stack_has(d->stack_id, paths[p]));
+		assert_int_equal(stack_has(d->stack_id, path_b), p == 1);
+		assert_int_equal(stack_has(d->stack_id, path_c), p == 2);
+		found[o][p] += d->allocs;
+	}
+	for (int o = 0; o < 2; o++)
+		for (int p = 0; p < NPATHS; p++)
+			assert_int_equal(found[o][p], (uint64_t)NW * NPATHREP);
+}
+
 static void test_basic(void **state)
 {
 	(void)state;
@@ -739,6 +862,7 @@ int main(void)
 	    cmocka_unit_test(test_reader_gone), cmocka_unit_test(test_sizes_and_live),
 	    cmocka_unit_test(test_basic),	cmocka_unit_test(test_extended),
 	    cmocka_unit_test(test_sampling),	cmocka_unit_test(test_max_memory),
+	    cmocka_unit_test(test_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

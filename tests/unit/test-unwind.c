@@ -46,6 +46,7 @@ typedef int (*recurse_fn)(int depth, shape_cb cb, void *arg);
 typedef int (*alloca_fn)(int depth, int size, shape_cb cb, void *arg);
 typedef int (*sorted_fn)(shape_cb cb, void *arg);
 typedef int (*two_sites_fn)(int which, shape_cb cb, void *arg);
+typedef int (*scratch_rbp_fn)(long v, shape_cb cb, void *arg);
 
 struct lib {
 	void *h;
@@ -53,6 +54,7 @@ struct lib {
 	alloca_fn alloca_chain;
 	sorted_fn sorted;
 	two_sites_fn two_sites;
+	scratch_rbp_fn scratch_rbp;
 };
 
 static struct lib libs[2]; /* with frame pointers, without */
@@ -266,8 +268,8 @@ static int memo_same;
 __attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max, uintptr_t lo,
 						      uintptr_t hi)
 {
-	unsigned n = hp_unwind_memo(f, max, lo, hi, (uintptr_t)__builtin_frame_address(0), memo,
-				    &memo_same);
+	unsigned n =
+	    hp_unwind_memo(f, max, lo, hi, (uintptr_t)__builtin_frame_address(0), memo, &memo_same);
 	__asm__ volatile("" ::: "memory");
 	return n;
 }
@@ -373,6 +375,30 @@ static void test_memo(void **state)
 	memo = NULL;
 }
 
+/* A caller without frame pointers that holds another value in rbp at each call: the walk
+ * from below it meets the last walk's frames at its first step and splices there, though
+ * the rbp saved in the callback's frame differs, since no later step reads it. */
+static void test_memo_scratch_rbp(void **state)
+{
+	(void)state;
+	struct hp_unwind_memo *m = hp_unwind_memo_new(MAX);
+	assert_non_null(m);
+	memo = m;
+	for (long v = 0; v < 4; v++) {
+		struct memo_cap c = {.max = MAX};
+		libs[1].scratch_rbp(v * 0x1111, capture_memo, &c);
+		assert_true(c.nslow > 3);
+		assert_int_equal(c.nmemo, c.nslow);
+		assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
+		if (v) {
+			assert_true(c.same);
+			assert_int_equal(m->walked, 1);
+		}
+	}
+	hp_unwind_memo_free(m);
+	memo = NULL;
+}
+
 static int load(struct lib *l, const char *path, const char *pfx)
 {
 	char name[64];
@@ -387,7 +413,10 @@ static int load(struct lib *l, const char *path, const char *pfx)
 	l->sorted = (sorted_fn)dlsym(l->h, name);
 	snprintf(name, sizeof name, "%stwo_sites", pfx);
 	l->two_sites = (two_sites_fn)dlsym(l->h, name);
-	return l->recurse && l->alloca_chain && l->sorted && l->two_sites ? 0 : -1;
+	snprintf(name, sizeof name, "%sscratch_rbp", pfx);
+	l->scratch_rbp = (scratch_rbp_fn)dlsym(l->h, name);
+	return l->recurse && l->alloca_chain && l->sorted && l->two_sites && l->scratch_rbp ? 0
+											    : -1;
 }
 
 static int setup(void **state)
@@ -409,10 +438,15 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_recursion), cmocka_unit_test(test_alloca),
-	    cmocka_unit_test(test_mixed),     cmocka_unit_test(test_qsort_callback),
-	    cmocka_unit_test(test_thread),    cmocka_unit_test(test_no_table),
-	    cmocka_unit_test(test_garbage),   cmocka_unit_test(test_memo),
+	    cmocka_unit_test(test_recursion),
+	    cmocka_unit_test(test_alloca),
+	    cmocka_unit_test(test_mixed),
+	    cmocka_unit_test(test_qsort_callback),
+	    cmocka_unit_test(test_thread),
+	    cmocka_unit_test(test_no_table),
+	    cmocka_unit_test(test_garbage),
+	    cmocka_unit_test(test_memo),
+	    cmocka_unit_test(test_memo_scratch_rbp),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -15,6 +15,7 @@ int SHAPE(recurse)(int depth, shape_cb cb, void *arg);
 int SHAPE(alloca_chain)(int depth, int size, shape_cb cb, void *arg);
 int SHAPE(sorted)(shape_cb cb, void *arg);
 int SHAPE(two_sites)(int which, shape_cb cb, void *arg);
+int SHAPE(scratch_rbp)(long v, shape_cb cb, void *arg);
 
 /* Keeps every call a real call: the result is used after it returns. */
 static volatile int sink;
@@ -71,4 +72,21 @@ __attribute__((noipa)) int SHAPE(two_sites)(int which, shape_cb cb, void *arg)
 	else
 		sink -= SHAPE(recurse)(2, cb, arg);
 	return sink;
+}
+
+/* Calls cb with rbp holding v, as code built without frame pointers may leave any value in
+ * it: no frame's CFA depends on it, so the walks from cb must not either. With frame
+ * pointers rbp is not free, and cb is just called. */
+__attribute__((noipa)) int SHAPE(scratch_rbp)(long v, shape_cb cb, void *arg)
+{
+#if SHAPE_RBP_FREE
+	register long r __asm__("rbp") = v;
+	__asm__ volatile("" : "+r"(r));
+	cb(arg);
+	__asm__ volatile("" : "+r"(r));
+	return (int)r + sink;
+#else
+	cb(arg);
+	return (int)v + sink;
+#endif
 }
