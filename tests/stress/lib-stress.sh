@@ -83,12 +83,21 @@ st_take()
 	done
 }
 
+# st_fresh_logs: removes the last step's heapprof-attach output before the next one starts.
+# The shell opens a background job's files after its fork, so a step that waits for
+# "attached to" could otherwise find the last step's line (seen under load: 43 times in 300).
+st_fresh_logs()
+{
+	rm -f "$hp_tmp/a.out" "$hp_tmp/a.err"
+}
+
 # st_cycle: a normal attach (a round or two), addresses taken while attached, and
 # heapprof-detach.
 st_cycle()
 {
 	local what=${1:-cycle} a
 
+	st_fresh_logs
 	"$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
@@ -123,6 +132,7 @@ st_kill_at()
 {
 	local var=$1 call=$2 what="kill ${1#HEAPPROF_TEST_KILL_} $2" a
 
+	st_fresh_logs
 	setsid env "$var=$call" "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
@@ -145,6 +155,7 @@ st_kill_random()
 {
 	local ms=$1 a
 
+	st_fresh_logs
 	setsid "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
@@ -160,6 +171,7 @@ st_kill_viewer()
 {
 	local a v n=0
 
+	st_fresh_logs
 	"$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
