@@ -156,7 +156,7 @@ static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle
 	if (hp_borrow_thread(pid, &t, err))
 		return -1;
 	char msg[256];
-	uint64_t stop = 0, rc = 0;
+	uint64_t stop = 0, release = 0, rc = 0;
 	int r = hp_call_dlopen(&t, f, HP_PAYLOAD_SONAME, RTLD_NOW | RTLD_NOLOAD, handle, msg,
 			       sizeof msg, err);
 	if (!r && !*handle) {
@@ -166,12 +166,19 @@ static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle
 			     (int)pid, HP_PAYLOAD_SONAME);
 		r = -1;
 	} else if (!r) {
-		r = hp_call_dlsym(&t, f, *handle, HP_STOP_SYMBOL, &stop, err);
-		if (!r && !stop) {
+		r = hp_call_dlsym(&t, f, *handle, HP_RELEASE_SYMBOL, &release, err);
+		if (!r)
+			r = hp_call_dlsym(&t, f, *handle, HP_STOP_SYMBOL, &stop, err);
+		if (!r && (!stop || !release)) {
 			hp_error_set(err, "the loaded payload has no %s: it is not heapprof's",
-				     HP_STOP_SYMBOL);
+				     stop ? HP_RELEASE_SYMBOL : HP_STOP_SYMBOL);
 			r = -1;
 		}
+		/* A heapprof-attach that died before it took its copy of the pipe's read end
+		 * left the payload's own as the only reader: the last round would wait for it
+		 * (hpabi.h). After a normal attach this does nothing. */
+		if (!r)
+			r = hp_remote_call(&t, HP_RELEASE_SYMBOL, release, NULL, 0, &rc, err);
 		if (!r)
 			r = hp_remote_call(&t, HP_STOP_SYMBOL, stop, NULL, 0, &rc, err);
 		if (!r && (int)rc < 0) {

@@ -30,11 +30,11 @@
 #define SITES_PER_REC 65536u
 #define LIVE_PER_REC 65536u
 /* Once stopping, how long the last round waits for a pipe nobody drains before giving the
- * stream up: STOP_STALL_NS without a byte taken, or STOP_WRITE_NS in all. A viewer reading
- * a busy server's modules with libdw on a loaded machine can take nothing for over a
- * second and still be alive; the injector abandons heapprof_stop after 10 s. */
+ * stream up: STOP_STALL_NS without a byte taken, or HP_STOP_WRITE_S in all. A viewer
+ * reading a busy server's modules with libdw on a loaded machine can take nothing for over
+ * a second and still be alive; the injector waits longer than that for heapprof_stop. */
 #define STOP_STALL_NS 3000000000ull
-#define STOP_WRITE_NS 8000000000ull
+#define STOP_WRITE_NS (HP_STOP_WRITE_S * 1000000000ull)
 
 extern _Atomic uint64_t hp_lost_unrecorded;
 

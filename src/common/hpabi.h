@@ -12,7 +12,10 @@
  * hook, and the payload may be dlclosed once no thread is inside it. Both are safe to call when the
  * payload is already started / stopped
  * (-EBUSY / 0). A detach that finds no session uses dlopen(HP_PAYLOAD_SONAME,
- * RTLD_NOLOAD) to get the handle of the loaded payload.
+ * RTLD_NOLOAD) to get the handle of the loaded payload. The last round waits at most
+ * HP_STOP_WRITE_S for a reader that takes nothing; a detach calls heapprof_release_pipe
+ * before heapprof_stop, so that the payload's own read end, left by an injector that died
+ * before taking its copy, is not a reader that last round waits for.
  */
 #ifndef HEAPPROF_HPABI_H
 #define HEAPPROF_HPABI_H
@@ -28,6 +31,7 @@
 #define HP_STOP_SYMBOL "heapprof_stop"
 #define HP_RELEASE_SYMBOL "heapprof_release_pipe"
 #define HP_PIPE_GRACE_S 30
+#define HP_STOP_WRITE_S 8
 
 /* The stubs GLOB_DAT slots point at while attached, because code also reads those slots
  * to take a function's address and may call it long after the payload is gone. The stub
