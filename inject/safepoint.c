@@ -10,11 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hppaths.h"
 #include "inject/maps.h"
 #include "inject/unwind.h"
 
 #define PASSES 10
 #define PASS_DELAY_MS 20
+#define PAYLOAD_PASSES 150
 
 enum rank { RANK_SYSCALL, RANK_FUTEX, RANK_RUNNING, RANK_SKIP };
 
@@ -111,15 +113,34 @@ static int name_unsafe(const char *n)
 	return 0;
 }
 
-struct check {
-	const struct hp_module_range *loader;
-	int unsafe;
+/* The dynamic loader's range, and heapprof's payload's when one is loaded. A thread with a
+ * frame in the payload is never borrowed: inside a hook it may hold a lock of the payload's
+ * (a live-map shard, a table being counted into) that heapprof_stop waits for through the
+ * collector; the collector itself would join itself; and a thread still finishing a
+ * heapprof_start or heapprof_stop of a heapprof that died holds the lock a second
+ * heapprof_stop takes (all seen: heapprof_stop never returned). The payload's frames have
+ * no names to go by (it is loaded from a memfd). */
+struct ranges {
+	const struct hp_module_range *loader, *payload;
 };
+
+struct check {
+	const struct ranges *r;
+	int unsafe;
+	int in_payload; /* the reason: mostly a hook, which the thread leaves within microseconds */
+};
+
+static int in_range(const struct hp_module_range *m, uint64_t ip)
+{
+	return m && ip >= m->lo && ip < m->hi;
+}
 
 static int check_frame(void *ctx, uint64_t ip, const char *name)
 {
 	struct check *c = ctx;
-	if ((c->loader && ip >= c->loader->lo && ip < c->loader->hi) || (name && name_unsafe(name)))
+	if (in_range(c->r->payload, ip))
+		c->in_payload = c->unsafe = 1;
+	if (in_range(c->r->loader, ip) || (name && name_unsafe(name)))
 		c->unsafe = 1;
 	return c->unsafe;
 }
@@ -139,7 +160,8 @@ static int at_syscall_insn(struct hp_thread *t, csh cs)
 	return ok;
 }
 
-static int thread_safe(struct hp_thread *t, const struct hp_module_range *loader, csh cs)
+/* *in_payload is set when the thread was refused for being inside heapprof's hooks. */
+static int thread_safe(struct hp_thread *t, const struct ranges *r, csh cs, int *in_payload)
 {
 	/* A thread that stopped for a signal of its own gets it back at once (release):
 	 * once calls run from that stop the signal lives only in our memory, and would be
@@ -148,9 +170,10 @@ static int thread_safe(struct hp_thread *t, const struct hp_module_range *loader
 		return 0;
 	if ((int64_t)t->regs.orig_rax >= 0 && !at_syscall_insn(t, cs))
 		return 0;
-	struct check c = {loader, 0};
+	struct check c = {r, 0, 0};
 	if (hp_unwind(t->tid, 1, check_frame, &c) < 1)
 		return 0;
+	*in_payload |= c.in_payload;
 	return !c.unsafe;
 }
 
@@ -178,9 +201,9 @@ static int candidates(pid_t pid, struct cand **out)
 }
 
 /* One pass over the candidates: 1 = holding a safe thread, 0 = none safe now, -1 = a
- * seize error that retrying cannot fix (*code says which). */
-static int one_pass(pid_t pid, struct hp_thread *t, const struct hp_module_range *loader, csh cs,
-		    int *code, pid_t *code_tid)
+ * seize error that retrying cannot fix (*code says which). *in_payload as thread_safe. */
+static int one_pass(pid_t pid, struct hp_thread *t, const struct ranges *unsafe, csh cs, int *code,
+		    pid_t *code_tid, int *in_payload)
 {
 	struct cand *c;
 	int n = candidates(pid, &c);
@@ -200,7 +223,7 @@ static int one_pass(pid_t pid, struct hp_thread *t, const struct hp_module_range
 			continue;
 		}
 		seized_any = 1;
-		if (thread_safe(t, loader, cs)) {
+		if (thread_safe(t, unsafe, cs, in_payload)) {
 			free(c);
 			return 1;
 		}
@@ -218,26 +241,31 @@ int hp_borrow_thread(pid_t pid, struct hp_thread *t, struct hp_error *err)
 		hp_error_set(err, "process %d does not exist (or exited): check the pid", (int)pid);
 		return -1;
 	}
-	struct hp_module_range loader;
+	struct hp_module_range loader, payload;
 	int have_loader = hp_maps_find(pid, hp_maps_is_loader, &loader);
-	if (have_loader < 0) {
+	int have_payload =
+	    have_loader < 0 ? -1 : hp_maps_find(pid, hp_is_payload_mapping, &payload);
+	if (have_payload < 0) {
 		hp_error_set(err, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
 		return -1;
 	}
+	struct ranges r = {have_loader ? &loader : NULL, have_payload ? &payload : NULL};
 	csh cs;
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) {
 		hp_error_set(err, "capstone cannot disassemble x86_64: reinstall libcapstone");
 		return -1;
 	}
-	int ret = -1, code = 0, explained = 0;
+	int ret = -1, code = 0, explained = 0, in_payload = 0;
 	pid_t code_tid = pid;
-	for (int pass = 0; pass < PASSES; pass++) {
-		int r = one_pass(pid, t, have_loader ? &loader : NULL, cs, &code, &code_tid);
-		if (r > 0) {
+	/* A program that allocates all the time may be inside a hook at most interrupts;
+	 * it leaves it within microseconds, so passes go on longer for that reason. */
+	for (int pass = 0; pass < PASSES || (in_payload && pass < PAYLOAD_PASSES); pass++) {
+		int rc = one_pass(pid, t, &r, cs, &code, &code_tid, &in_payload);
+		if (rc > 0) {
 			ret = 0;
 			break;
 		}
-		if (r < 0) {
+		if (rc < 0) {
 			hp_ptrace_explain(pid, code_tid, code ? code : -ESRCH, err);
 			explained = 1;
 			break;
@@ -248,8 +276,8 @@ int hp_borrow_thread(pid_t pid, struct hp_thread *t, struct hp_error *err)
 	cs_close(&cs);
 	if (ret && !explained)
 		hp_error_set(err,
-			     "no thread of process %d is at a safe point (all are inside malloc or "
-			     "the dynamic loader): try again",
+			     "no thread of process %d is at a safe point (all are inside malloc, "
+			     "the dynamic loader or heapprof's hooks): try again",
 			     (int)pid);
 	return ret;
 }
