@@ -130,12 +130,15 @@ hp_require_ptrace()
 
 # hp_spawn NAME CMD... : runs CMD in the background, in a process group of its own, with
 # stdout in $hp_tmp/NAME.out and stderr in $hp_tmp/NAME.err; sets hp_pid. SIGINT is left at
-# its default (a background job of a script would otherwise ignore it).
+# its default (a background job of a script would otherwise ignore it). The files of an
+# earlier NAME are removed first: the shell opens them only after its fork, and a wait for
+# a line in them must not find the earlier process's.
 hp_spawn()
 {
 	local name=$1
 
 	shift
+	rm -f "$hp_tmp/$name.out" "$hp_tmp/$name.err"
 	if [ -n "${TARGET_FD:-}" ]; then
 		setsid env --default-signal=INT "$@" >"$hp_tmp/$name.out" 2>"$hp_tmp/$name.err" \
 			</dev/null {TARGET_FD}>&- &
