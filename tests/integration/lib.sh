@@ -23,7 +23,7 @@ HP_VIEW=$top_builddir/src/heapprof-view
 HP_TARGETS=$top_builddir/tests/targets
 
 hp_pids=()
-declare -A hp_groups=()
+declare -A hp_groups=() hp_starts=()
 hp_tmp=$(mktemp -d "${TMPDIR:-/tmp}/heapprof-$me.XXXXXX") || {
 	echo "$me: cannot create a temporary directory" >&2
 	exit 99
@@ -74,6 +74,31 @@ hp_alive()
 	[ "$state" != Z ]
 }
 
+# hp_start_time PID: the process's start time (clock ticks after boot), empty if it is gone.
+hp_start_time()
+{
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
+}
+
+# hp_track PID: a process of the test's, for hp_cleanup, remembered with its start time.
+hp_track()
+{
+	hp_pids+=("$1")
+	hp_starts[$1]=$(hp_start_time "$1")
+}
+
+# hp_ours PID: the process hp_track saw, still running. Only 32768 pids go round quickly
+# while the stress target churns threads: a number may since name another test's process
+# or thread (kill on a thread's id signals its whole process), and a process group of
+# that number may be another test's.
+hp_ours()
+{
+	local now
+
+	now=$(hp_start_time "$1")
+	[ -n "$now" ] && [ "$now" = "${hp_starts[$1]:-}" ] && hp_alive "$1"
+}
+
 hp_cleanup()
 {
 	local pid i n
@@ -81,7 +106,7 @@ hp_cleanup()
 	# Newest first: a profiler is stopped (and so detaches) before its target is killed.
 	for ((i = ${#hp_pids[@]} - 1; i >= 0; i--)); do
 		pid=${hp_pids[i]}
-		if hp_alive "$pid"; then
+		if hp_ours "$pid"; then
 			echo "cleanup: process $pid was still running; stopping it" >&2
 			kill -TERM "$pid" 2>/dev/null
 			n=0
@@ -91,8 +116,9 @@ hp_cleanup()
 			kill -KILL "$pid" 2>/dev/null
 			wait "$pid" 2>/dev/null
 		fi
-		# What a spawned command started itself is in its process group.
-		if [ -n "${hp_groups[$pid]:-}" ]; then
+		# What a spawned command started itself is in its process group; a group of
+		# that number is another's only while a process of that number runs.
+		if [ -n "${hp_groups[$pid]:-}" ] && [ ! -e "/proc/$pid" ]; then
 			kill -KILL -- "-$pid" 2>/dev/null
 		fi
 	done
@@ -147,7 +173,7 @@ hp_spawn()
 			</dev/null &
 	fi
 	hp_pid=$!
-	hp_pids+=("$hp_pid")
+	hp_track "$hp_pid"
 	hp_groups[$hp_pid]=1
 }
 
@@ -181,7 +207,7 @@ hp_start_target()
 	TARGET_OUT=$hp_tmp/target$hp_ntargets.out
 	"$@" <"$fifo" >"$TARGET_OUT" 2>"$hp_tmp/target$hp_ntargets.err" {TARGET_FD}>&- &
 	TARGET_PID=$!
-	hp_pids+=("$TARGET_PID")
+	hp_track "$TARGET_PID"
 	hp_wait_line "$TARGET_OUT" '^ready$' 10 || hp_fail "the target did not start: $*"
 }
 
@@ -232,7 +258,7 @@ hp_wait_exit()
 {
 	local pid=$1 ticks=$(($2 * 10))
 
-	while hp_alive "$pid"; do
+	while hp_ours "$pid"; do
 		((ticks-- > 0)) || return 124
 		sleep 0.1
 	done
@@ -282,7 +308,7 @@ hp_attach()
 	# hp_check_helpers_gone.
 	ATTACH_CHILDREN=$(cat /proc/"$ATTACH_PID"/task/*/children 2>/dev/null)
 	for pid in $ATTACH_CHILDREN; do
-		hp_pids+=("$pid")
+		hp_track "$pid"
 	done
 }
 
@@ -292,7 +318,7 @@ hp_check_helpers_gone()
 	local pid ticks=50
 
 	for pid in $ATTACH_CHILDREN; do
-		while hp_alive "$pid"; do
+		while hp_ours "$pid"; do
 			((ticks-- > 0)) || hp_fail "heapprof-attach left process $pid behind: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
 			sleep 0.1
 		done

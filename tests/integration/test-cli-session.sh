@@ -72,7 +72,7 @@ if command -v flock >/dev/null 2>&1; then
 		hp_fail "heapprof-detach says: $(cat "$hp_tmp/err")"
 	grep -q -F "heapprof-attach wrote the profile to $hp_tmp/owner.hpf" "$hp_tmp/err" ||
 		hp_fail "heapprof-detach does not name the profile: $(cat "$hp_tmp/err")"
-	hp_alive "$owner" && hp_fail "the session's owner was not stopped"
+	hp_ours "$owner" && hp_fail "the session's owner was not stopped"
 	[ ! -e "$session" ] || hp_fail "the session file is left behind"
 	hp_ok "exit 0: $(tr '\n' ' ' <"$hp_tmp/err")"
 	[ -n "$owner_child" ] && kill "$owner_child" 2>/dev/null

@@ -67,7 +67,7 @@ live_attach()
 	ATTACH_CHILDREN=$(cat /proc/"$ATTACH_PID"/task/*/children 2>/dev/null | tr -d ' ')
 	[ -n "$ATTACH_CHILDREN" ] || hp_fail "heapprof-attach runs no viewer"
 	for pid in $ATTACH_PID $ATTACH_CHILDREN; do
-		hp_pids+=("$pid")
+		hp_track "$pid"
 	done
 }
 

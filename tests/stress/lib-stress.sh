@@ -61,7 +61,7 @@ st_wait_gone()
 {
 	local n=$(($2 * 20))
 
-	while hp_alive "$1"; do
+	while hp_ours "$1"; do
 		((n-- > 0)) || return 1
 		sleep 0.05
 	done
@@ -101,6 +101,7 @@ st_cycle()
 	"$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
+	hp_track $a
 	hp_wait_line "$hp_tmp/a.err" "attached to $TARGET_PID" 20 ||
 		{ kill -KILL $a; st_failed "$what" "no attach: $(cat "$hp_tmp/a.err")"; return 1; }
 	st_take || { kill -KILL $a; st_failed "$what" "the target does not answer 'take'"; return 1; }
@@ -136,12 +137,13 @@ st_kill_at()
 	setsid env "$var=$call" "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
+	hp_track $a
 	# Give the injection time to reach the call (or to attach when the call is a detach's).
 	local n=0
-	while hp_alive $a && ! grep -q "attached to" "$hp_tmp/a.err" && ((n++ < 200)); do
+	while hp_ours $a && ! grep -q "attached to" "$hp_tmp/a.err" && ((n++ < 200)); do
 		sleep 0.05
 	done
-	if hp_alive $a; then
+	if hp_ours $a; then
 		"$HP_DETACH" "$TARGET_PID" >"$hp_tmp/d0.out" 2>"$hp_tmp/d0.err"
 	fi
 	st_wait_gone $a 20 || { st_failed "$what" "heapprof-attach still runs"; kill -KILL -- -$a; return 1; }
@@ -159,6 +161,7 @@ st_kill_random()
 	setsid "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
+	hp_track $a
 	sleep "$(printf '0.%03d' "$ms")"
 	kill -KILL -- -$a 2>/dev/null
 	st_wait_gone $a 10
@@ -175,6 +178,7 @@ st_kill_viewer()
 	"$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
 		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
 	a=$!
+	hp_track $a
 	hp_wait_line "$hp_tmp/a.err" "attached to $TARGET_PID" 20 ||
 		{ kill -KILL $a; st_failed "kill viewer" "no attach"; return 1; }
 	v=$(cat /proc/$a/task/*/children 2>/dev/null)
