@@ -83,12 +83,12 @@ st_take()
 	done
 }
 
-# st_fresh_logs: removes the last step's heapprof-attach output before the next one starts.
-# The shell opens a background job's files after its fork, so a step that waits for
-# "attached to" could otherwise find the last step's line (seen under load: 43 times in 300).
-st_fresh_logs()
+# st_spawn_attach [VAR=VALUE]: heapprof-attach on the target, a round every 50 ms, its output
+# in a.out and a.err (hp_spawn: the last step's files are removed first); sets a.
+st_spawn_attach()
 {
-	rm -f "$hp_tmp/a.out" "$hp_tmp/a.err"
+	hp_spawn a env "$@" "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID"
+	a=$hp_pid
 }
 
 # st_cycle: a normal attach (a round or two), addresses taken while attached, and
@@ -97,11 +97,7 @@ st_cycle()
 {
 	local what=${1:-cycle} a
 
-	st_fresh_logs
-	"$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
-		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
-	a=$!
-	hp_track $a
+	st_spawn_attach
 	hp_wait_line "$hp_tmp/a.err" "attached to $TARGET_PID" 20 ||
 		{ kill -KILL $a; st_failed "$what" "no attach: $(cat "$hp_tmp/a.err")"; return 1; }
 	st_take || { kill -KILL $a; st_failed "$what" "the target does not answer 'take'"; return 1; }
@@ -133,11 +129,7 @@ st_kill_at()
 {
 	local var=$1 call=$2 what="kill ${1#HEAPPROF_TEST_KILL_} $2" a
 
-	st_fresh_logs
-	setsid env "$var=$call" "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
-		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
-	a=$!
-	hp_track $a
+	st_spawn_attach "$var=$call"
 	# Give the injection time to reach the call (or to attach when the call is a detach's).
 	local n=0
 	while hp_ours $a && ! grep -q "attached to" "$hp_tmp/a.err" && ((n++ < 200)); do
@@ -157,11 +149,7 @@ st_kill_random()
 {
 	local ms=$1 a
 
-	st_fresh_logs
-	setsid "$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
-		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
-	a=$!
-	hp_track $a
+	st_spawn_attach
 	sleep "$(printf '0.%03d' "$ms")"
 	kill -KILL -- -$a 2>/dev/null
 	st_wait_gone $a 10
@@ -174,11 +162,7 @@ st_kill_viewer()
 {
 	local a v n=0
 
-	st_fresh_logs
-	"$HP_ATTACH" --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID" \
-		>"$hp_tmp/a.out" 2>"$hp_tmp/a.err" &
-	a=$!
-	hp_track $a
+	st_spawn_attach
 	hp_wait_line "$hp_tmp/a.err" "attached to $TARGET_PID" 20 ||
 		{ kill -KILL $a; st_failed "kill viewer" "no attach"; return 1; }
 	v=$(cat /proc/$a/task/*/children 2>/dev/null)
