@@ -243,9 +243,8 @@ int hp_borrow_thread(pid_t pid, struct hp_thread *t, struct hp_error *err)
 	}
 	struct hp_module_range loader, payload;
 	int have_loader = hp_maps_find(pid, hp_maps_is_loader, &loader);
-	int have_payload =
-	    have_loader < 0 ? -1 : hp_maps_find(pid, hp_is_payload_mapping, &payload);
-	if (have_payload < 0) {
+	int have_payload = hp_maps_find(pid, hp_is_payload_mapping, &payload);
+	if (have_loader < 0 || have_payload < 0) {
 		hp_error_set(err, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
 		return -1;
 	}

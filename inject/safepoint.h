@@ -5,13 +5,14 @@
  * futex, anything else (running). Only the candidate is seized. It is rejected if it is
  * stopped for a signal of its own (it gets it back at once, so no signal ever depends on
  * us staying alive), if it is stopped at a syscall whose instruction capstone does not
- * confirm at rip-2, or if any
- * frame of its stack (libunwind-ptrace) lies in the dynamic loader, in heapprof's payload
- * or in an allocator, loader, fork or exit function: a remote dlopen there would deadlock
- * on a lock the thread itself holds, and a heapprof_stop inside a hook would wait, through
- * the collector, for a payload lock or count the thread itself is in the middle of. A rejected thread is released at once; after a pass finds none,
- * the pass is repeated a few times after a short delay. At most one thread is held at a
- * time. On success *t is held and the caller must hp_thread_release it.
+ * confirm at rip-2, or if any frame of its stack (libunwind-ptrace) lies in the dynamic
+ * loader, in heapprof's payload or in an allocator, loader, fork or exit function: a
+ * remote dlopen there would deadlock on a lock the thread itself holds, and a
+ * heapprof_stop inside a hook would wait, through the collector, for a payload lock or
+ * count the thread itself is in the middle of. A rejected thread is released at once;
+ * after a pass finds none, the pass is repeated a few times after a short delay (for up to
+ * 3 s when the payload was the reason). At most one thread is held at a time. On success
+ * *t is held and the caller must hp_thread_release it.
  */
 #ifndef HEAPPROF_INJECT_SAFEPOINT_H
 #define HEAPPROF_INJECT_SAFEPOINT_H
