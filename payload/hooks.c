@@ -271,7 +271,8 @@ __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
 /* Under sampling from the start nearly every free is of a block never sampled: the
  * filter says so in one load, before the thread's record is even looked up, and such a
  * free is passed on uncounted (the sampled frees' weights stand for it in the round's
- * totals: collector.c). A free hook starts with this. */
+ * totals: collector.c). A free hook is this and a tail call of the rest, kept out of line
+ * so that the skipped free's path saves no register. */
 #define FREE_SKIPPED(p, call)                                                                      \
 	do {                                                                                       \
 		if (hp_live_absent((uintptr_t)(p))) {                                              \
@@ -298,13 +299,53 @@ static void *hk_calloc(size_t a, size_t b)
 	return p;
 }
 
-static void hk_free(void *p)
+/* Sampling from the start (the live map's filter on), nearly every allocation is one the
+ * countdown passes over, and for those the hook needs only the thread's record at its
+ * home slot, the countdown and two counts: the general hook's other loads and its frame
+ * cost sampled mode as much again. So malloc and calloc get hooks that try that first and
+ * jump to the general hook for the rest (sampled, guarded, not recording, a record off its
+ * home slot). Not operator new: it can throw, and only the general hook's cleanup clears
+ * the guard then. */
+__attribute__((always_inline)) static inline struct hp_thread *pass_over(uint64_t n)
 {
-	FREE_SKIPPED(p, REAL(HK_FREE, void (*)(void *))(p));
-	GUARDED;
-	if (t && p)
-		record_free(t, p);
-	REAL(HK_FREE, void (*)(void *))(p);
+	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed))
+		return NULL;
+	uintptr_t self = hp_self();
+	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
+	if (atomic_load_explicit(&t->key, memory_order_acquire) != self || t->guard ||
+	    t->countdown <= (int64_t)(n ? n : 1))
+		return NULL;
+	t->guard = 1;
+	return t;
+}
+
+/* The same accounting as record_alloc's for an allocation that is not sampled. */
+__attribute__((always_inline)) static inline void *passed_over(struct hp_thread *t, void *p,
+							       uint64_t n)
+{
+	t->guard = 0;
+	if (p) {
+		t->countdown -= (int64_t)(n ? n : 1);
+		hp_own_add(&t->tot.allocs, 1);
+		hp_own_add(&t->tot.alloc_bytes, n);
+	}
+	return p;
+}
+
+static void *hk_malloc_sampled(size_t n)
+{
+	struct hp_thread *t = pass_over(n);
+	if (!t)
+		return hk_malloc(n);
+	return passed_over(t, REAL(HK_MALLOC, void *(*)(size_t))(n), n);
+}
+
+static void *hk_calloc_sampled(size_t a, size_t b)
+{
+	struct hp_thread *t = pass_over(a * b);
+	if (!t)
+		return hk_calloc(a, b);
+	return passed_over(t, REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b), a * b);
 }
 
 /* realloc is one event: the old block's site gets the free, the new one's the alloc. The
@@ -434,26 +475,35 @@ HOOK_NEW3(hk_new_al_nt, HK_NEW_AL_NT)
 HOOK_NEW3(hk_new_arr_al_nt, HK_NEW_ARR_AL_NT)
 
 #define HOOK_DEL1(fn, id)                                                                          \
-	static void fn(void *p)                                                                    \
+	__attribute__((noinline)) static void fn##_general(void *p)                                \
 	{                                                                                          \
-		FREE_SKIPPED(p, REAL(id, void (*)(void *))(p));                                    \
 		GUARDED;                                                                           \
 		if (t && p)                                                                        \
 			record_free(t, p);                                                         \
 		REAL(id, void (*)(void *))(p);                                                     \
+	}                                                                                          \
+	static void fn(void *p)                                                                    \
+	{                                                                                          \
+		FREE_SKIPPED(p, REAL(id, void (*)(void *))(p));                                    \
+		fn##_general(p);                                                                   \
 	}
 
+HOOK_DEL1(hk_free, HK_FREE)
 HOOK_DEL1(hk_del, HK_DEL)
 HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
 
 #define HOOK_DEL2(fn, id, T)                                                                       \
-	static void fn(void *p, T x)                                                               \
+	__attribute__((noinline)) static void fn##_general(void *p, T x)                           \
 	{                                                                                          \
-		FREE_SKIPPED(p, REAL(id, void (*)(void *, T))(p, x));                              \
 		GUARDED;                                                                           \
 		if (t && p)                                                                        \
 			record_free(t, p);                                                         \
 		REAL(id, void (*)(void *, T))(p, x);                                               \
+	}                                                                                          \
+	static void fn(void *p, T x)                                                               \
+	{                                                                                          \
+		FREE_SKIPPED(p, REAL(id, void (*)(void *, T))(p, x));                              \
+		fn##_general(p, x);                                                                \
 	}
 
 HOOK_DEL2(hk_del_sz, HK_DEL_SZ, size_t)
@@ -464,13 +514,17 @@ HOOK_DEL2(hk_del_nt, HK_DEL_NT, const void *)
 HOOK_DEL2(hk_del_arr_nt, HK_DEL_ARR_NT, const void *)
 
 #define HOOK_DEL3(fn, id, T2, T3)                                                                  \
-	static void fn(void *p, T2 x, T3 y)                                                        \
+	__attribute__((noinline)) static void fn##_general(void *p, T2 x, T3 y)                    \
 	{                                                                                          \
-		FREE_SKIPPED(p, REAL(id, void (*)(void *, T2, T3))(p, x, y));                      \
 		GUARDED;                                                                           \
 		if (t && p)                                                                        \
 			record_free(t, p);                                                         \
 		REAL(id, void (*)(void *, T2, T3))(p, x, y);                                       \
+	}                                                                                          \
+	static void fn(void *p, T2 x, T3 y)                                                        \
+	{                                                                                          \
+		FREE_SKIPPED(p, REAL(id, void (*)(void *, T2, T3))(p, x, y));                      \
+		fn##_general(p, x, y);                                                             \
 	}
 
 HOOK_DEL3(hk_del_sz_al, HK_DEL_SZ_AL, size_t, size_t)
@@ -584,6 +638,8 @@ static atomic_int patching; /* cleared for good by hp_unpatch_all */
 
 void hp_hooks_arm(void)
 {
+	hooks[HK_MALLOC].hook = hp_live_filter ? (void *)hk_malloc_sampled : (void *)hk_malloc;
+	hooks[HK_CALLOC].hook = hp_live_filter ? (void *)hk_calloc_sampled : (void *)hk_calloc;
 	atomic_store(&patching, 1);
 	atomic_store(&hp.po->recording, 1);
 }
