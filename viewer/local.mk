@@ -9,9 +9,9 @@ viewer_heapprof_viewer_SOURCES = viewer/main.c \
 	viewer/live.c viewer/live.h \
 	viewer/livefmt.c viewer/livefmt.h \
 	viewer/keymap.c viewer/keymap.h
-viewer_heapprof_viewer_CFLAGS = $(AM_CFLAGS) $(LIBDW_CFLAGS) $(NCURSES_CFLAGS)
-viewer_heapprof_viewer_LDADD = src/common/libhpcommon.a $(LIBDW_LIBS) $(NCURSES_LIBS) -lm \
-	-lstdc++
+viewer_heapprof_viewer_CFLAGS = $(AM_CFLAGS) $(LIBDW_CFLAGS) $(NCURSES_CFLAGS) $(ZSTD_CFLAGS)
+viewer_heapprof_viewer_LDADD = src/common/libhpcommon.a $(LIBDW_LIBS) $(NCURSES_LIBS) \
+	$(ZSTD_LIBS) -lm -lstdc++
 
 # Tests. libsymtest.so is code with calls at marked lines, built -g -O2 the way a
 # target's library would be, for the symbolizer to resolve.

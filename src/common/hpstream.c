@@ -5,47 +5,68 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static ssize_t read_full(int fd, void *buf, size_t len)
+ssize_t hp_read_fd(int fd, void *buf, size_t len, char *err, size_t err_len)
 {
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = read(fd, (char *)buf + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
+	for (;;) {
+		ssize_t n = read(fd, buf, len);
+		if (n >= 0)
+			return n;
+		if (errno != EINTR) {
+			snprintf(err, err_len, "read failed: %s", strerror(errno));
+			return -1;
+		}
+	}
+}
+
+static ssize_t input(struct hp_reader *r, void *buf, size_t len)
+{
+	if (r->source)
+		return r->source(r->src, buf, len, r->err, sizeof r->err);
+	return hp_read_fd(r->fd, buf, len, r->err, sizeof r->err);
+}
+
+static int open_input(struct hp_reader *r)
+{
+	struct hp_file_header *h = &r->header;
+	while (r->header_len < sizeof *h) {
+		ssize_t n = input(r, (char *)h + r->header_len, sizeof *h - r->header_len);
 		if (n < 0)
 			return -1;
 		if (n == 0)
 			break;
-		got += (size_t)n;
+		r->header_len += (size_t)n;
 	}
-	return (ssize_t)got;
+	if (r->header_len < sizeof *h || memcmp(h->magic, HP_MAGIC, sizeof h->magic) != 0) {
+		snprintf(r->err, sizeof r->err, "not a heapprof profile or stream");
+		return -1;
+	}
+	if (h->version != HP_FORMAT_VERSION) {
+		snprintf(r->err, sizeof r->err,
+			 "format version %u is not supported (this build reads version %u)",
+			 h->version, HP_FORMAT_VERSION);
+		return -1;
+	}
+	r->offset = sizeof *h;
+	return 0;
+}
+
+int hp_reader_open_source(struct hp_reader *r, hp_source_fn *source, void *src)
+{
+	memset(r, 0, sizeof *r);
+	r->fd = -1;
+	r->source = source;
+	r->src = src;
+	return open_input(r);
 }
 
 int hp_reader_open(struct hp_reader *r, int fd)
 {
-	struct hp_file_header h;
 	memset(r, 0, sizeof *r);
 	r->fd = fd;
-	ssize_t n = read_full(fd, &h, sizeof h);
-	if (n < 0) {
-		snprintf(r->err, sizeof r->err, "read failed: %s", strerror(errno));
-		return -1;
-	}
-	if ((size_t)n < sizeof h || memcmp(h.magic, HP_MAGIC, sizeof h.magic) != 0) {
-		snprintf(r->err, sizeof r->err, "not a heapprof profile or stream");
-		return -1;
-	}
-	if (h.version != HP_FORMAT_VERSION) {
-		snprintf(r->err, sizeof r->err,
-			 "format version %u is not supported (this build reads version %u)",
-			 h.version, HP_FORMAT_VERSION);
-		return -1;
-	}
-	r->offset = sizeof h;
-	return 0;
+	return open_input(r);
 }
 
-/* Makes need bytes from pos on available in the buffer, reading as much as the fd gives
+/* Makes need bytes from pos on available in the buffer, reading as much as the input gives
  * each time: 1 when they are, 0 at the end of input before them, -1 on error. */
 static int fill(struct hp_reader *r, size_t need)
 {
@@ -71,13 +92,9 @@ static int fill(struct hp_reader *r, size_t need)
 		r->pos = 0;
 	}
 	while (r->len - r->pos < need) {
-		ssize_t n = read(r->fd, r->buf + r->len, r->cap - r->len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			snprintf(r->err, sizeof r->err, "read failed: %s", strerror(errno));
+		ssize_t n = input(r, r->buf + r->len, r->cap - r->len);
+		if (n < 0)
 			return -1;
-		}
 		if (n == 0)
 			return 0;
 		r->len += (size_t)n;

@@ -20,26 +20,28 @@ src_heapprof_view_SOURCES = \
 	src/view/flame.c src/view/flame.h \
 	src/view/export.c src/view/export.h src/view/export-collapsed.c \
 	src/view/export-pprof.c src/view/export-massif.c
-src_heapprof_view_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
-src_heapprof_view_LDADD = src/view/libhpview.a src/common/libhpcommon.a $(ZLIB_LIBS) -lm
+src_heapprof_view_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS)
+src_heapprof_view_LDADD = src/view/libhpview.a src/common/libhpcommon.a $(ZLIB_LIBS) \
+	$(ZSTD_LIBS) -lm
 
 check_PROGRAMS += tests/unit/test-hpstream tests/unit/test-view tests/unit/test-view-v2
 TESTS += tests/unit/test-hpstream tests/unit/test-view tests/unit/test-view-v2 \
 	tests/integration/test-view-e2e.sh
 EXTRA_DIST += tests/integration/test-view-e2e.sh
 tests_unit_test_hpstream_SOURCES = tests/unit/test-hpstream.c
-tests_unit_test_hpstream_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-tests_unit_test_hpstream_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS)
+tests_unit_test_hpstream_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(ZSTD_CFLAGS)
+tests_unit_test_hpstream_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS) $(ZSTD_LIBS)
 tests_unit_test_view_SOURCES = tests/unit/test-view.c
 tests_unit_test_view_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/view \
 	-DVIEW_PATH='HP_BUILDDIR "/src/heapprof-view"'
 tests_unit_test_view_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-tests_unit_test_view_LDADD = src/view/libhpview.a src/common/libhpcommon.a $(CMOCKA_LIBS)
+tests_unit_test_view_LDADD = src/view/libhpview.a src/common/libhpcommon.a $(CMOCKA_LIBS) \
+	$(ZSTD_LIBS)
 EXTRA_tests_unit_test_view_DEPENDENCIES = src/heapprof-view
 tests_unit_test_view_v2_SOURCES = tests/unit/test-view-v2.c
 tests_unit_test_view_v2_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/view \
 	-DVIEW_PATH='HP_BUILDDIR "/src/heapprof-view"'
 tests_unit_test_view_v2_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_view_v2_LDADD = src/view/libhpview.a src/common/libhpcommon.a $(CMOCKA_LIBS) \
-	-lm
+	$(ZSTD_LIBS) -lm
 EXTRA_tests_unit_test_view_v2_DEPENDENCIES = src/heapprof-view

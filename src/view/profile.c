@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "hpstream.h"
+#include "hpzsource.h"
 
 /* A SITES entry waiting for the ROUND that makes it count. */
 struct pending {
@@ -421,47 +422,40 @@ static int dispatch(struct loader *l, uint32_t type, const uint8_t *body, uint32
 	}
 }
 
-/* Reads the header ourselves first so the user learns exactly what is wrong with it. */
-static int check_header(int fd, const char *path, struct hp_error *err)
+/* Says what is wrong with a header hp_reader_open rejected, from the bytes it read. */
+static void explain_header(const struct hp_reader *r, const char *path, struct hp_error *err)
 {
-	struct hp_file_header h;
-	ssize_t n = pread(fd, &h, sizeof h, 0);
-	if (n < 0 && errno == ESPIPE)
-		return 0; /* a pipe: hp_reader_open judges it */
-	if (n < 0) {
-		hp_error_set(err, "cannot read %s: %s: check that it is a readable file", path,
-			     strerror(errno));
-		return -1;
-	}
-	if (n == 0) {
+	const struct hp_file_header *h = &r->header;
+	if (r->header_len == 0)
 		hp_error_set(err,
 			     "%s is empty, not a heapprof profile: give a profile written by "
 			     "heapprof-attach",
 			     path);
-		return -1;
-	}
-	if ((size_t)n < sizeof h || memcmp(h.magic, HP_MAGIC, sizeof h.magic) != 0) {
+	else if (r->header_len < sizeof *h || memcmp(h->magic, HP_MAGIC, sizeof h->magic) != 0)
 		hp_error_set(err,
 			     "%s is not a heapprof profile: give a profile written by "
 			     "heapprof-attach",
 			     path);
-		return -1;
-	}
-	if (h.version > HP_FORMAT_VERSION) {
+	else if (h->version > HP_FORMAT_VERSION)
 		hp_error_set(err,
 			     "%s has format version %u, newer than this heapprof-view reads "
 			     "(%u): use a newer heapprof-view",
-			     path, h.version, HP_FORMAT_VERSION);
-		return -1;
-	}
-	if (h.version < HP_FORMAT_VERSION) {
+			     path, h->version, HP_FORMAT_VERSION);
+	else
 		hp_error_set(err,
 			     "%s has format version %u, which this heapprof-view no longer "
 			     "reads (it reads %u): use the heapprof-view that wrote it",
-			     path, h.version, HP_FORMAT_VERSION);
-		return -1;
-	}
-	return 0;
+			     path, h->version, HP_FORMAT_VERSION);
+}
+
+static void read_error(const struct hp_zsource *z, const struct hp_reader *r, const char *path,
+		       struct hp_error *err)
+{
+	if (z->corrupt)
+		hp_error_set(err, "%s is damaged: %s", path, r->err);
+	else
+		hp_error_set(err, "cannot read %s: %s: check that it is a readable file", path,
+			     r->err);
 }
 
 static int open_profile(const char *path, struct hp_error *err)
@@ -480,10 +474,6 @@ static int open_profile(const char *path, struct hp_error *err)
 		close(fd);
 		return -1;
 	}
-	if (check_header(fd, path, err) < 0) {
-		close(fd);
-		return -1;
-	}
 	return fd;
 }
 
@@ -493,10 +483,16 @@ int pf_load(struct profile *p, const char *path, struct hp_error *err)
 	int fd = open_profile(path, err);
 	if (fd < 0)
 		return -1;
+	struct hp_zsource z;
+	hp_zsource_init(&z, fd);
 	struct hp_reader r;
-	if (hp_reader_open(&r, fd) < 0) {
-		hp_error_set(err, "%s: %s: give a profile written by heapprof-attach", path, r.err);
+	if (hp_reader_open_source(&r, hp_zsource_read, &z) < 0) {
+		if (z.failed)
+			read_error(&z, &r, path, err);
+		else
+			explain_header(&r, path, err);
 		hp_reader_close(&r);
+		hp_zsource_free(&z);
 		close(fd);
 		return -1;
 	}
@@ -514,9 +510,13 @@ int pf_load(struct profile *p, const char *path, struct hp_error *err)
 		if (d == REC_MALFORMED)
 			p->malformed_records++;
 	}
+	/* Data decoded after damage cannot be trusted, so a damaged file shows nothing. */
+	int damaged = rc < 0 && z.corrupt;
 	if (nomem)
 		hp_error_set(err, "out of memory loading %s: free memory or view a smaller profile",
 			     path);
+	else if (damaged)
+		read_error(&z, &r, path, err);
 	else if (rc < 0)
 		snprintf(p->warning, sizeof p->warning,
 			 "%s is cut short (%s): showing the %zu complete rounds", path, r.err,
@@ -532,8 +532,9 @@ int pf_load(struct profile *p, const char *path, struct hp_error *err)
 			 path, (unsigned long long)p->malformed_records);
 	free(l.pending);
 	hp_reader_close(&r);
+	hp_zsource_free(&z);
 	close(fd);
-	if (nomem) {
+	if (nomem || damaged) {
 		pf_free(p);
 		return -1;
 	}

@@ -1,9 +1,11 @@
 /* profile.h - a heapprof profile file loaded into memory, shared by every view command.
  *
- * Contract: pf_load reads a whole profile (hpformat.h) as untrusted input: every count is
- * checked against its record's length, unknown record types are skipped, malformed records
- * are counted and skipped, and memory grows only with the file's size. A file that ends in
- * the middle of a record, or without END, loads what is complete and sets p->warning.
+ * Contract: pf_load reads a whole profile (hpformat.h), zstd-compressed or raw, as
+ * untrusted input: every count is checked against its record's length, unknown record
+ * types are skipped, malformed records are counted and skipped, and memory grows only with
+ * the records read (plus a bounded zstd window). A file that ends in the middle of a
+ * record, or without END, loads what is complete and sets p->warning; compressed data that
+ * cannot be decoded fails the load.
  * Numbers of a round count only once its ROUND record is there. After loading, p->sites
  * holds the allocation sites (see hpalloc.h), each with the sums of its stacks.
  * Everything is read-only for the commands; pf_free releases it all.

@@ -1,5 +1,6 @@
 /* test-hpstream: hpstream.h round-trips every record kind byte for byte through a real file
- * and a real pipe, and turns malformed input into clean errors or skippable records. */
+ * and a real pipe, and turns malformed input into clean errors or skippable records; a
+ * reader fed by a source function, and hpzsource.h's on raw and zstd input, read the same. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +12,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zstd.h>
 
 #include "hpstream.h"
+#include "hpzsource.h"
 
 struct rec {
 	uint32_t type;
@@ -99,22 +102,28 @@ static size_t expected_bytes(const struct rec *recs, size_t n, uint8_t *buf)
 	return o;
 }
 
-static void read_back(int fd, const struct rec *recs, size_t n)
+/* Reads recs back from an open reader, then the clean end; closes the reader. */
+static void read_recs(struct hp_reader *r, const struct rec *recs, size_t n)
 {
-	struct hp_reader r;
-	assert_int_equal(hp_reader_open(&r, fd), 0);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t type, len;
 		const uint8_t *body;
-		assert_int_equal(hp_read_record(&r, &type, &body, &len), 1);
+		assert_int_equal(hp_read_record(r, &type, &body, &len), 1);
 		assert_int_equal(type, recs[i].type);
 		assert_int_equal(len, recs[i].len);
 		assert_memory_equal(body, recs[i].body, len);
 	}
 	uint32_t type, len;
 	const uint8_t *body;
-	assert_int_equal(hp_read_record(&r, &type, &body, &len), 0);
-	hp_reader_close(&r);
+	assert_int_equal(hp_read_record(r, &type, &body, &len), 0);
+	hp_reader_close(r);
+}
+
+static void read_back(int fd, const struct rec *recs, size_t n)
+{
+	struct hp_reader r;
+	assert_int_equal(hp_reader_open(&r, fd), 0);
+	read_recs(&r, recs, n);
 }
 
 static int temp_fd(void)
@@ -422,6 +431,106 @@ static void test_buffered(void **state)
 	close(p[1]);
 }
 
+/* A source that hands out a buffer one byte per call, then fails. */
+struct drip {
+	const uint8_t *bytes;
+	size_t len, pos;
+};
+
+static ssize_t drip_read(void *src, void *buf, size_t len, char *err, size_t err_len)
+{
+	struct drip *d = src;
+	assert_true(len > 0);
+	if (d->pos == d->len) {
+		snprintf(err, err_len, "the drip ran dry");
+		return -1;
+	}
+	memcpy(buf, d->bytes + d->pos++, 1);
+	return 1;
+}
+
+static void test_source(void **state)
+{
+	(void)state;
+	struct rec recs[8];
+	size_t n = sample_records(recs);
+	uint8_t bytes[4096];
+	struct drip d = {.bytes = bytes, .len = expected_bytes(recs, n, bytes)};
+	struct hp_reader r;
+	assert_int_equal(hp_reader_open_source(&r, drip_read, &d), 0);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t type, len;
+		const uint8_t *body;
+		assert_int_equal(hp_read_record(&r, &type, &body, &len), 1);
+		assert_int_equal(type, recs[i].type);
+		assert_memory_equal(body, recs[i].body, len);
+	}
+	uint32_t type, len;
+	const uint8_t *body;
+	assert_int_equal(hp_read_record(&r, &type, &body, &len), -1);
+	assert_string_equal(r.err, "the drip ran dry");
+	assert_false(r.cut);
+	hp_reader_close(&r);
+
+	/* A rejected header is there for the caller to explain. */
+	memcpy(bytes + 8, "\x09\0\0\0", 4);
+	d.pos = 0;
+	assert_int_equal(hp_reader_open_source(&r, drip_read, &d), -1);
+	assert_int_equal(r.header_len, sizeof r.header);
+	assert_int_equal(r.header.version, 9);
+	hp_reader_close(&r);
+}
+
+/* hp_zsource hands on a raw stream as it is and decompresses a zstd one, from a file and
+ * from a pipe, whose reads may end anywhere. */
+static void test_zsource(void **state)
+{
+	(void)state;
+	struct rec recs[8];
+	size_t n = sample_records(recs);
+	uint8_t raw[4096], packed[4096];
+	size_t raw_len = expected_bytes(recs, n, raw);
+	size_t packed_len = ZSTD_compress(packed, sizeof packed, raw, raw_len, 1);
+	assert_false(ZSTD_isError(packed_len));
+	const uint8_t *inputs[] = {raw, packed};
+	const size_t lens[] = {raw_len, packed_len};
+	for (size_t i = 0; i < 2; i++) {
+		int fd = file_with(inputs[i], lens[i]);
+		struct hp_zsource z;
+		hp_zsource_init(&z, fd);
+		struct hp_reader r;
+		assert_int_equal(hp_reader_open_source(&r, hp_zsource_read, &z), 0);
+		read_recs(&r, recs, n);
+		assert_int_equal(z.compressed, i == 1);
+		hp_zsource_free(&z);
+		close(fd);
+
+		int p[2];
+		assert_int_equal(pipe(p), 0);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			/* Three bytes at a time: the magic, like everything, comes in pieces. */
+			for (size_t o = 0; o < lens[i]; o += 3) {
+				size_t k = lens[i] - o < 3 ? lens[i] - o : 3;
+				if (hp_write_all(p[1], inputs[i] + o, k) < 0)
+					_exit(1);
+				usleep(100);
+			}
+			_exit(0);
+		}
+		close(p[1]);
+		hp_zsource_init(&z, p[0]);
+		assert_int_equal(hp_reader_open_source(&r, hp_zsource_read, &z), 0);
+		read_recs(&r, recs, n);
+		hp_zsource_free(&z);
+		close(p[0]);
+		int st;
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -429,7 +538,8 @@ int main(void)
 	    cmocka_unit_test(test_bad_header),	   cmocka_unit_test(test_truncated),
 	    cmocka_unit_test(test_oversized),	   cmocka_unit_test(test_zero_length_and_unknown),
 	    cmocka_unit_test(test_take_bounds),	   cmocka_unit_test(test_read_ahead),
-	    cmocka_unit_test(test_buffered),
+	    cmocka_unit_test(test_buffered),	   cmocka_unit_test(test_source),
+	    cmocka_unit_test(test_zsource),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
