@@ -3,13 +3,15 @@
 
 Contract: `seeds.py DIR [PROFILE...]` writes small synthetic streams and profiles that
 reach every record type of src/common/hpformat.h (version 2) into DIR/stream and
-DIR/profile, and for each real PROFILE (written by heapprof-attach) copies it to
+DIR/profile, and for each real PROFILE (written by heapprof-attach, so zstd-compressed:
+the zstd command decompresses it; a raw one is taken as it is) copies its raw records to
 DIR/profile and derives the stream the viewer read: the same records without the
 viewer's SESSION and SYMBOL, and with the modules renamed (see cheap_module). The encoding
 is hpformat.h's, little-endian, by hand, so a seed does not depend on the code it tests.
 """
 import os
 import struct
+import subprocess
 import sys
 
 MAGIC = b"HEAPPROF"
@@ -18,6 +20,7 @@ HELLO, MODULE, STACK, SITES, ROUND, END, LIVE, SESSION, SYMBOL = 1, 2, 3, 4, 5, 
 VIEWER_ONLY = (SESSION, SYMBOL)
 EXE = "/usr/bin/true"
 REALTIME = 1700000000 * 10**9
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def header():
@@ -168,6 +171,9 @@ def main():
     for path in sys.argv[2:]:
         with open(path, "rb") as f:
             data = f.read()
+        if data.startswith(ZSTD_MAGIC):
+            data = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE,
+                                  check=True).stdout
         name = os.path.splitext(os.path.basename(path))[0]
         write(os.path.join(top, "profile", name), data)
         cheap_module.first = {}

@@ -39,7 +39,7 @@ tests_unit_test_viewer_SOURCES = tests/unit/test-viewer.c \
 tests_unit_test_viewer_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DVIEWER_PATH='"$(abs_top_builddir)/viewer/heapprof-viewer"'
 tests_unit_test_viewer_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) -g
-tests_unit_test_viewer_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS) -ldl
+tests_unit_test_viewer_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS) $(ZSTD_LIBS) -ldl
 EXTRA_tests_unit_test_viewer_DEPENDENCIES = viewer/heapprof-viewer
 
 # The live view's pure parts: site rates and growth, number and sparkline formatting.

@@ -1,11 +1,12 @@
 /* profile-writer.h - writes the profile file: header, SESSION, copied records, SYMBOL.
  *
- * Contract: the file is created (or truncated) without following a symlink, mode 0644.
- * Records are buffered and written out at every SESSION, ROUND and END record (and whenever
- * HP_PW_FLUSH_AT bytes wait), so the file holds every closed round as soon as the viewer
- * has it, and a viewer killed at any point leaves a readable prefix; a write error shows at
- * the call that flushes. SYMBOL records use hpformat.h's layout, with
- * names and paths cut to what the 16-bit length fields hold.
+ * Contract: the file is created (or truncated) without following a symlink, mode 0644, and
+ * holds one zstd frame (hpformat.h), closed by hp_pw_close. Records are buffered and
+ * compressed and written out with a zstd flush at the header and at every SESSION, ROUND
+ * and END record (and whenever HP_PW_FLUSH_AT bytes wait), so the file holds every closed
+ * round as soon as the viewer has it, and a viewer killed at any point leaves a prefix that
+ * decodes; a write error shows at the call that flushes. SYMBOL records use hpformat.h's
+ * layout, with names and paths cut to what the 16-bit length fields hold.
  */
 #ifndef HEAPPROF_VIEWER_PROFILE_WRITER_H
 #define HEAPPROF_VIEWER_PROFILE_WRITER_H
@@ -34,13 +35,18 @@ void hp_proc_info_release(struct hp_proc_info *si);
 
 #define HP_PW_FLUSH_AT (1u << 20)
 
+struct ZSTD_CCtx_s;
+
 struct hp_profile_writer {
 	int fd;
 	uint8_t *buf; /* encodes one SESSION or SYMBOL record */
 	size_t cap;
-	uint8_t *out; /* records not yet written: a system call per record would cost the
-		       * viewer more than everything else it does with a record */
+	uint8_t *out; /* records not yet compressed: the compressor takes them a batch at a
+		       * time, up to the next flush point */
 	size_t out_len, out_cap;
+	struct ZSTD_CCtx_s *zc;
+	uint8_t *z; /* compressed bytes not yet written */
+	size_t z_len, z_cap;
 };
 
 /* Creates the file and writes its header. 0, or -1 with err set. */

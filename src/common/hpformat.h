@@ -4,8 +4,15 @@
  * in order, into the profile file and adds its own records (SESSION, SYMBOL). So a profile
  * file and a stream have one grammar and one decoder (hpstream.h):
  *
- *   file   := hp_file_header record*
+ *   stream := hp_file_header record*
  *   record := hp_rec_hdr body[len]
+ *   file   := one zstd frame (RFC 8878) whose content is a stream
+ *
+ * The viewer flushes the frame after the header, every SESSION, ROUND and END record and
+ * every MiB, so a file cut anywhere decodes to a prefix of its stream. Readers of files
+ * also accept the raw stream (what `zstd -dc FILE` gives, and files written before
+ * compression), told apart by the frame's magic 28 B5 2F FD. The pipe carries the raw
+ * stream.
  *
  * Stream order, as the payload writes it:
  *   HELLO, then per round: MODULE* STACK* SITES* ROUND; the final round also carries

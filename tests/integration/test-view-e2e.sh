@@ -5,7 +5,8 @@
 # parses; the call tree and the collapsed stacks sum to the sites' total allocations; leaks
 # lists worker_alloc with the 500 blocks still live; the flame graph is well-formed XML;
 # ms_print reads the massif export; the pprof export is gzip and, when Go is installed,
-# go tool pprof lists worker_alloc in it.
+# go tool pprof lists worker_alloc in it. With the zstd command: the profile is one whole
+# zstd frame, and its raw records (zstd -dc) give the same hotspots.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -29,6 +30,19 @@ for cmd in overview timeline histogram "filter --size 48" tree "tree -r" hotspot
 		hp_fail "heapprof-view $cmd -j -t failed: $(cat "$hp_tmp/view.err")"
 done
 hp_ok "every command prints JSON that parses, and text"
+
+if command -v zstd >/dev/null 2>&1; then
+	zstd -q -t "$prof" || hp_fail "the profile is not a whole zstd frame"
+	zstd -q -dc "$prof" >"$hp_tmp/raw.hpf" || hp_fail "zstd -dc cannot decompress the profile"
+	[ "$(head -c 8 "$hp_tmp/raw.hpf")" = HEAPPROF ] || hp_fail "zstd -dc does not give records"
+	for f in "$prof" "$hp_tmp/raw.hpf"; do
+		"$HP_VIEW" hotspots --json "$f" >"$f.json" 2>"$hp_tmp/view.err" ||
+			hp_fail "heapprof-view hotspots --json $f failed: $(cat "$hp_tmp/view.err")"
+	done
+	cmp -s "$prof.json" "$hp_tmp/raw.hpf.json" ||
+		hp_fail "the raw records (zstd -dc) read differently from the compressed profile"
+	hp_ok "the profile is one zstd frame; its raw records (zstd -dc) read the same"
+fi
 
 hp_view_json hotspots --top 0
 hp_view_json tree

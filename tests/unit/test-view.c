@@ -2,7 +2,10 @@
  * inlined frame, an unresolved one, hostile strings, an unknown record type) loads into the
  * model with the right sites, live numbers, peak and duration; the built heapprof-view
  * prints JSON that python3 parses and that holds those numbers; a truncated copy loads with
- * a warning; bad files and bad arguments give the documented errors and exit codes. */
+ * a warning; bad files and bad arguments give the documented errors and exit codes. The
+ * same records through the viewer's writer make one zstd frame that loads the same (from a
+ * pipe too); each of its prefixes loads the rounds it holds, as a killed viewer leaves it;
+ * damaged compressed data never crashes the load, and the header errors read the same. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,11 +19,13 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zstd.h>
 
 #include "hpstream.h"
 #include "config.h"
 #include "hpalloc.h"
 #include "profile.h"
+#include "profile-writer.h"
 
 #define MOD_EXE_BIAS 0x400000ull
 #define MOD_LIBC_BIAS 0x7f0000000000ull
@@ -35,7 +40,7 @@
 #define HOSTILE "other\"func\\\x01\xff\xc3\xa9"
 #define HOSTILE_PY "'other\"func\\\\\\x01\\ufffd\\u00e9'"
 
-static char dir[64], prof[96], cut[96], out[96], err[96];
+static char dir[64], prof[96], cut[96], zprof[96], out[96], err[96];
 
 static void put_session(int fd)
 {
@@ -177,20 +182,71 @@ static off_t write_profile(const char *path)
 	return last_round;
 }
 
+/* The whole file, malloc'd. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	uint8_t *buf = malloc((size_t)st.st_size + 1);
+	assert_non_null(buf);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, (size_t)st.st_size), st.st_size);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return buf;
+}
+
+static void spill(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(hp_write_all(fd, buf, len), 0);
+	close(fd);
+}
+
 static void copy_prefix(const char *from, const char *to, off_t len)
 {
-	char *buf = malloc((size_t)len);
-	assert_non_null(buf);
-	int in = open(from, O_RDONLY), o = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	assert_true(in >= 0 && o >= 0);
-	assert_int_equal(read(in, buf, (size_t)len), len);
-	assert_int_equal(hp_write_all(o, buf, (size_t)len), 0);
-	close(in);
-	close(o);
+	size_t have;
+	uint8_t *buf = slurp(from, &have);
+	assert_true((size_t)len <= have);
+	spill(to, buf, (size_t)len);
 	free(buf);
 }
 
 static off_t last_round_off;
+
+/* The compressed profile's size after each flush point: once the header is written (at
+ * open), after SESSION, after ROUND 1, 2 and 3, after END. */
+enum { Z_HEADER, Z_SESSION, Z_ROUND1, Z_ROUND3 = Z_ROUND1 + 2, Z_END, Z_POINTS };
+static off_t zoff[Z_POINTS];
+
+/* Copies the raw profile's records through the viewer's own writer, as the viewer copies
+ * a stream's. */
+static void compress_profile(const char *from, const char *to)
+{
+	int fd = open(from, O_RDONLY);
+	assert_true(fd >= 0);
+	struct hp_reader r;
+	assert_int_equal(hp_reader_open(&r, fd), 0);
+	struct hp_profile_writer w;
+	struct hp_error e = {0};
+	assert_int_equal(hp_pw_open(&w, to, &e), 0);
+	zoff[Z_HEADER] = lseek(w.fd, 0, SEEK_CUR);
+	int point = Z_SESSION, rc;
+	uint32_t type, len;
+	const uint8_t *body;
+	while ((rc = hp_read_record(&r, &type, &body, &len)) == 1) {
+		assert_int_equal(hp_pw_record(&w, type, body, len), 0);
+		if (type == HP_REC_SESSION || type == HP_REC_ROUND || type == HP_REC_END)
+			zoff[point++] = lseek(w.fd, 0, SEEK_CUR);
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(point, Z_POINTS);
+	assert_int_equal(hp_pw_close(&w), 0);
+	hp_reader_close(&r);
+	close(fd);
+}
 
 static int setup(void **state)
 {
@@ -200,9 +256,11 @@ static int setup(void **state)
 		return -1;
 	snprintf(prof, sizeof prof, "%s/a.hpf", dir);
 	snprintf(cut, sizeof cut, "%s/cut.hpf", dir);
+	snprintf(zprof, sizeof zprof, "%s/z.hpf", dir);
 	snprintf(out, sizeof out, "%s/out", dir);
 	snprintf(err, sizeof err, "%s/err", dir);
 	last_round_off = write_profile(prof);
+	compress_profile(prof, zprof);
 	return 0;
 }
 
@@ -210,7 +268,8 @@ static int teardown(void **state)
 {
 	(void)state;
 	char path[128];
-	static const char *const names[] = {"a.hpf", "cut.hpf", "out", "err", "text", "v9"};
+	static const char *const names[] = {"a.hpf", "cut.hpf", "z.hpf", "out", "err",	 "text",
+					    "v9",    "empty",	"ztext", "zv9", "zempty"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
 		unlink(path);
@@ -218,12 +277,11 @@ static int teardown(void **state)
 	return rmdir(dir);
 }
 
-static void test_model(void **state)
+static void check_model(const char *path)
 {
-	(void)state;
 	struct profile p;
 	struct hp_error e = {0};
-	assert_int_equal(pf_load(&p, prof, &e), 0);
+	assert_int_equal(pf_load(&p, path, &e), 0);
 	assert_string_equal(p.warning, "");
 	assert_int_equal(p.skipped_records, 1);
 	assert_int_equal(p.malformed_records, 0);
@@ -256,7 +314,13 @@ static void test_model(void **state)
 	assert_int_equal(s->tot.allocs, 1);
 	assert_int_equal(pf_live_bytes(&s->tot), 0);
 	assert_non_null(pf_site_at(&p, A_OTHER));
+	pf_free(&p);
+}
 
+static void test_model(void **state)
+{
+	(void)state;
+	check_model(prof);
 	assert_true(
 	    hp_is_allocator_function("operator new[](unsigned long, std::nothrow_t const&)"));
 	assert_true(hp_is_allocator_function("operator delete(void*, unsigned long)"));
@@ -266,7 +330,6 @@ static void test_model(void **state)
 	assert_true(hp_is_allocator_function("__GI___strdup"));
 	assert_false(hp_is_allocator_function("fopen"));
 	assert_false(hp_is_allocator_function(NULL));
-	pf_free(&p);
 }
 
 /* A library unloaded and loaded again at another address: its allocation site has a new
@@ -323,20 +386,26 @@ static void test_reloaded_module(void **state)
 	unlink(path);
 }
 
+/* A profile cut before the third ROUND: the SITES that came before it do not count. */
+static void check_two_rounds(const struct profile *p)
+{
+	assert_int_equal(p->nrounds, 2);
+	assert_false(p->has_end);
+	const struct pf_site *s = pf_site_at(p, A_UNRES);
+	assert_non_null(s);
+	assert_int_equal(s->tot.frees, 0);
+}
+
 static void test_truncated_model(void **state)
 {
 	(void)state;
-	/* Cut in the middle of the third ROUND: its SITES must not count. */
+	/* Cut in the middle of the third ROUND. */
 	copy_prefix(prof, cut, last_round_off + 50);
 	struct profile p;
 	struct hp_error e = {0};
 	assert_int_equal(pf_load(&p, cut, &e), 0);
 	assert_non_null(strstr(p.warning, "cut short"));
-	assert_int_equal(p.nrounds, 2);
-	assert_false(p.has_end);
-	const struct pf_site *s = pf_site_at(&p, A_UNRES);
-	assert_non_null(s);
-	assert_int_equal(s->tot.frees, 0);
+	check_two_rounds(&p);
 	pf_free(&p);
 
 	/* Cut exactly before END: complete records, but the session did not finish. */
@@ -349,14 +418,21 @@ static void test_truncated_model(void **state)
 	pf_free(&p);
 }
 
-/* Runs heapprof-view with args, stdout to out and stderr to err; returns its exit status. */
-static int view(const char *args)
+/* Runs heapprof-view with args, stdin a pipe from the file piped (if not NULL), stdout to
+ * out and stderr to err; returns its exit status. */
+static int view_from(const char *piped, const char *args)
 {
 	char cmd[512];
-	snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", VIEW_PATH, args, out, err);
+	snprintf(cmd, sizeof cmd, "%s%s%s %s %s >%s 2>%s", piped ? "cat " : "", piped ? piped : "",
+		 piped ? " |" : "", VIEW_PATH, args, out, err);
 	int rc = system(cmd);
 	assert_true(WIFEXITED(rc));
 	return WEXITSTATUS(rc);
+}
+
+static int view(const char *args)
+{
+	return view_from(NULL, args);
 }
 
 /* Whether python3 parses out as JSON and the expression over it (d) holds. Run without a
@@ -454,6 +530,99 @@ static void test_text_and_truncated(void **state)
 	assert_true(json_check("d['rounds'] == 2 and d['end_reason'] == 'incomplete'"));
 }
 
+/* The writer's file is one zstd frame holding the raw profile byte for byte, and loads into
+ * the same model, from a file and from a pipe. */
+static void test_compressed_model(void **state)
+{
+	(void)state;
+	size_t zlen, rawlen;
+	uint8_t *z = slurp(zprof, &zlen), *raw = slurp(prof, &rawlen);
+	assert_memory_equal(z, "\x28\xb5\x2f\xfd", 4);
+	assert_int_equal(ZSTD_findFrameCompressedSize(z, zlen), zlen);
+	uint8_t *back = malloc(rawlen + 1);
+	assert_non_null(back);
+	assert_int_equal(ZSTD_decompress(back, rawlen + 1, z, zlen), rawlen);
+	assert_memory_equal(back, raw, rawlen);
+	free(back);
+	free(raw);
+	free(z);
+
+	check_model(zprof);
+	assert_int_equal(view_from(zprof, "overview --json /dev/stdin"), 0);
+	assert_true(json_check("d['rounds'] == 3 and d['allocations'] == 54"));
+}
+
+/* A viewer killed at any point: every prefix of the compressed file loads the rounds
+ * whose flush it holds, and only those. */
+static void test_compressed_truncated(void **state)
+{
+	(void)state;
+	size_t zlen;
+	uint8_t *z = slurp(zprof, &zlen);
+	for (size_t at = 0; at <= zlen; at++) {
+		spill(cut, z, at);
+		struct profile p;
+		struct hp_error e = {0};
+		int rc = pf_load(&p, cut, &e);
+		if ((off_t)at < zoff[Z_HEADER]) {
+			assert_int_equal(rc, -1);
+			assert_non_null(strstr(e.msg, "not a heapprof profile"));
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		size_t rounds = 0;
+		while (rounds < 3 && zoff[Z_ROUND1 + rounds] <= (off_t)at)
+			rounds++;
+		assert_int_equal(p.nrounds, rounds);
+		assert_int_equal(p.has_end, (off_t)at >= zoff[Z_END]);
+		assert_int_equal(p.warning[0] != '\0', (off_t)at < zoff[Z_END]);
+		if (rounds == 2)
+			check_two_rounds(&p);
+		pf_free(&p);
+	}
+	free(z);
+}
+
+/* No damage to a compressed file crashes the load or gives more than one line of error; a
+ * block the decoder cannot take (reserved type) is a clear error from heapprof-view. */
+static void test_compressed_corrupt(void **state)
+{
+	(void)state;
+	size_t zlen;
+	uint8_t *z = slurp(zprof, &zlen);
+	for (size_t i = 0; i < zlen; i++) {
+		z[i] ^= 0xff;
+		spill(cut, z, zlen);
+		z[i] ^= 0xff;
+		struct profile p;
+		struct hp_error e = {0};
+		if (pf_load(&p, cut, &e) == 0) {
+			pf_free(&p);
+		} else {
+			assert_true(e.msg[0] != '\0');
+			assert_null(strchr(e.msg, '\n'));
+		}
+	}
+
+	/* Round 2's block starts where round 1's flush ended. */
+	z[zoff[Z_ROUND1]] |= 0x06;
+	spill(cut, z, zlen);
+	free(z);
+	struct profile p;
+	struct hp_error e = {0};
+	assert_int_equal(pf_load(&p, cut, &e), -1);
+	assert_non_null(strstr(e.msg, "is damaged: corrupt compressed data"));
+	char args[256];
+	snprintf(args, sizeof args, "overview %s", cut);
+	assert_int_equal(view(args), 1);
+	size_t elen;
+	char *text = (char *)slurp(err, &elen);
+	assert_true(elen > 0 && text[elen - 1] == '\n' && !memchr(text, '\n', elen - 1));
+	assert_non_null(strstr(text, "heapprof-view: "));
+	assert_non_null(strstr(text, "is damaged: corrupt compressed data"));
+	free(text);
+}
+
 static void test_errors(void **state)
 {
 	(void)state;
@@ -481,6 +650,35 @@ static void test_errors(void **state)
 	assert_int_equal(view(args), 1);
 	assert_true(file_has(err, "newer"));
 
+	snprintf(path, sizeof path, "%s/empty", dir);
+	spill(path, "", 0);
+	snprintf(args, sizeof args, "overview %s", path);
+	assert_int_equal(view(args), 1);
+	assert_true(file_has(err, "is empty"));
+
+	/* The same words when the bytes are compressed. */
+	static const char text[] = "hello, this is not a profile\n";
+	struct {
+		const char *name;
+		const void *bytes;
+		size_t len;
+		const char *says;
+	} const zs[] = {
+	    {"ztext", text, sizeof text - 1, "is not a heapprof profile"},
+	    {"zv9", &h, sizeof h, "newer"},
+	    {"zempty", "", 0, "is empty"},
+	};
+	for (size_t i = 0; i < sizeof zs / sizeof zs[0]; i++) {
+		uint8_t packed[256];
+		size_t n = ZSTD_compress(packed, sizeof packed, zs[i].bytes, zs[i].len, 1);
+		assert_false(ZSTD_isError(n));
+		snprintf(path, sizeof path, "%s/%s", dir, zs[i].name);
+		spill(path, packed, n);
+		snprintf(args, sizeof args, "overview %s", path);
+		assert_int_equal(view(args), 1);
+		assert_true(file_has(err, zs[i].says));
+	}
+
 	assert_int_equal(view("frobnicate x"), 2);
 	assert_true(file_has(err, "unknown command 'frobnicate'"));
 	assert_true(file_has(err, "overview, timeline, histogram"));
@@ -502,10 +700,16 @@ static void test_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_model),	    cmocka_unit_test(test_reloaded_module),
-	    cmocka_unit_test(test_truncated_model), cmocka_unit_test(test_hotspots_json),
-	    cmocka_unit_test(test_overview_json),   cmocka_unit_test(test_text_and_truncated),
+	    cmocka_unit_test(test_model),
+	    cmocka_unit_test(test_reloaded_module),
+	    cmocka_unit_test(test_truncated_model),
+	    cmocka_unit_test(test_hotspots_json),
+	    cmocka_unit_test(test_overview_json),
+	    cmocka_unit_test(test_text_and_truncated),
 	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_compressed_model),
+	    cmocka_unit_test(test_compressed_truncated),
+	    cmocka_unit_test(test_compressed_corrupt),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,7 @@
 /* test-viewer.c - runs the built heapprof-viewer on streams written here: a good stream
- * (round line, profile contents, SYMBOL for a function of this binary), format v2's size
- * keys, temporary frees and LIVE record, a stream that ends without END or inside a record,
- * and malformed streams (exit 1, one-line error, no crash). */
+ * (round line, profile contents, zstd-compressed, SYMBOL for a function of this binary),
+ * format v2's size keys, temporary frees and LIVE record, a stream that ends without END or
+ * inside a record, and malformed streams (exit 1, one-line error, no crash). */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "hpstream.h"
+#include "hpzsource.h"
 #include "symtest-phdr.h"
 
 __attribute__((noinline, noipa, used)) int marker_function(int x);
@@ -152,13 +153,18 @@ struct rec {
 	uint8_t *body;
 };
 
-/* Reads the whole profile; returns the record count. */
+/* Reads the whole profile, which must be zstd-compressed; returns the record count. */
 static size_t load_profile(const char *path, struct rec *recs, size_t max)
 {
 	int fd = open(path, O_RDONLY);
 	assert_true(fd >= 0);
+	uint8_t magic[4];
+	assert_int_equal(pread(fd, magic, sizeof magic, 0), sizeof magic);
+	assert_memory_equal(magic, "\x28\xb5\x2f\xfd", sizeof magic);
+	struct hp_zsource z;
+	hp_zsource_init(&z, fd);
 	struct hp_reader rd;
-	assert_int_equal(hp_reader_open(&rd, fd), 0);
+	assert_int_equal(hp_reader_open_source(&rd, hp_zsource_read, &z), 0);
 	size_t n = 0;
 	uint32_t type, len;
 	const uint8_t *body;
@@ -173,6 +179,7 @@ static size_t load_profile(const char *path, struct rec *recs, size_t max)
 	}
 	assert_int_equal(rc, 0);
 	hp_reader_close(&rd);
+	hp_zsource_free(&z);
 	close(fd);
 	return n;
 }
