@@ -16,7 +16,9 @@ struct ent {
 	uint32_t depth;
 	atomic_uint state;
 	uint32_t sent;
-	uint32_t reserved;
+	/* The id some thread interned right after this one, through hp_stack_intern_after:
+	 * a guess, checked before it is used, and rewritten by whoever finds it wrong. */
+	_Atomic uint32_t next;
 };
 
 static struct {
@@ -101,15 +103,20 @@ static uint64_t frames_hash(const uint64_t *f, unsigned depth)
 }
 
 /* Stacks are a few frames: an inline loop beats a call to memcmp. */
-static int same(const struct ent *e, uint64_t h, const uint64_t *f, unsigned depth)
+static int same_frames(const struct ent *e, const uint64_t *f, unsigned depth)
 {
-	if (e->hash != h || e->depth != depth)
+	if (e->depth != depth)
 		return 0;
 	const uint64_t *g = &st.arena[e->off];
 	for (unsigned i = 0; i < depth; i++)
 		if (g[i] != f[i])
 			return 0;
 	return 1;
+}
+
+static int same(const struct ent *e, uint64_t h, const uint64_t *f, unsigned depth)
+{
+	return e->hash == h && same_frames(e, f, depth);
 }
 
 /* Fills a freshly claimed slot; returns the id or 0 if a bound was reached. */
@@ -210,7 +217,16 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, const ui
 		hit = e->f[i] == f[i];
 	if (hit)
 		return e->id;
-	uint32_t id = hp_stack_intern(f, depth);
+	/* A program that walks many paths in the same order again (binary-trees' trees) has
+	 * more of them than the cache holds: the stack that followed last the time before is
+	 * then checked first, which costs neither the hash nor the table's probes. */
+	struct ent *prev = &st.ents[last];
+	uint32_t id = atomic_load_explicit(&prev->next, memory_order_acquire);
+	if (!id || !same_frames(&st.ents[id], f, depth)) {
+		id = hp_stack_intern(f, depth);
+		if (id)
+			atomic_store_explicit(&prev->next, id, memory_order_release);
+	}
 	if (id) {
 		e->last = last;
 		e->id = id;

@@ -626,18 +626,20 @@ static void check_basic_totals(void)
 /* Call paths that share their outer frames and differ below them (path_a, the deeper
  * path_b, path_c), the same inner frames under two outer functions, taken in turn, so that
  * each stack is captured right after another it shares frames with: the thread's stack
- * cache (stacks.h) is used for nearly every one. Each (outer, path) allocates a size of
- * its own, so a stack id given to the wrong frames shows as a size under a stack that
- * lacks its functions. */
+ * cache (stacks.h) is used for nearly every one. The paths are called from one call site,
+ * every other time round in the reverse order, so that which stack follows path_b's
+ * changes, as the stack table's guess of the next stack must notice. Each (outer, path)
+ * allocates a size of its own, so a stack id given to the wrong frames shows as a size
+ * under a stack that lacks its functions. */
 #define NPATHS 3
 #define NPATHREP 300
 __attribute__((noinline)) void *path_leaf(size_t n);
 __attribute__((noinline)) void *path_a(size_t n);
 __attribute__((noinline)) void *path_b(size_t n);
 __attribute__((noinline)) void *path_c(size_t n);
-__attribute__((noinline)) void paths_round(int outer, void **out);
-__attribute__((noinline)) void paths_outer_one(void **out);
-__attribute__((noinline)) void paths_outer_two(void **out);
+__attribute__((noinline)) void paths_round(int outer, int reverse, void **out);
+__attribute__((noinline)) void paths_outer_one(int reverse, void **out);
+__attribute__((noinline)) void paths_outer_two(int reverse, void **out);
 
 static size_t path_size(int outer, int path)
 {
@@ -672,23 +674,26 @@ __attribute__((noinline)) void *path_c(size_t n)
 	return p;
 }
 
-__attribute__((noinline)) void paths_round(int outer, void **out)
+__attribute__((noinline)) void paths_round(int outer, int reverse, void **out)
 {
-	out[0] = path_a(path_size(outer, 0));
-	out[1] = path_b(path_size(outer, 1));
-	out[2] = path_c(path_size(outer, 2));
+	void *(*const path[NPATHS])(size_t) = {path_a, path_b, path_c};
+#pragma GCC unroll 1
+	for (int i = 0; i < NPATHS; i++) {
+		int p = reverse ? NPATHS - 1 - i : i;
+		out[p] = path[p](path_size(outer, p));
+	}
 	__asm__ volatile("" ::"r"(out) : "memory");
 }
 
-__attribute__((noinline)) void paths_outer_one(void **out)
+__attribute__((noinline)) void paths_outer_one(int reverse, void **out)
 {
-	paths_round(0, out);
+	paths_round(0, reverse, out);
 	__asm__ volatile("" ::"r"(out) : "memory");
 }
 
-__attribute__((noinline)) void paths_outer_two(void **out)
+__attribute__((noinline)) void paths_outer_two(int reverse, void **out)
 {
-	paths_round(1, out);
+	paths_round(1, reverse, out);
 	__asm__ volatile("" ::"r"(out) : "memory");
 }
 
@@ -697,10 +702,10 @@ static void work_paths(int k)
 	(void)k;
 	void *v[NPATHS];
 	for (int i = 0; i < NPATHREP; i++) {
-		paths_outer_one(v);
+		paths_outer_one(i & 1, v);
 		for (int j = 0; j < NPATHS; j++)
 			free(v[j]);
-		paths_outer_two(v);
+		paths_outer_two(i & 1, v);
 		for (int j = 0; j < NPATHS; j++)
 			free(v[j]);
 	}
