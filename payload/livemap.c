@@ -46,9 +46,16 @@ void hp_live_fini(void)
 	shards = NULL;
 }
 
+/* Blocks allocated one after another mostly lie one after another: the 16-byte granules of
+ * each 128 bytes of addresses get eight consecutive slots, at a hashed place and rotated
+ * by the hash, so that such blocks share table lines. Longer runs make linear probing's
+ * clusters long (64 slots per KB was tried: threadtest 5.66x against 4.89x). */
+#define LIVE_RUN 8u
+
 static inline uint64_t addr_hash(uintptr_t a)
 {
-	return hp_hash64(a);
+	uint64_t h = hp_hash64(a >> 7);
+	return (h & ~(uint64_t)(LIVE_RUN - 1)) | ((h + (a >> 4)) & (LIVE_RUN - 1));
 }
 
 /* The shard is chosen by the address's 2 MB region, not by the whole address. An allocator
