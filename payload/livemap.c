@@ -47,14 +47,16 @@ void hp_live_fini(void)
 }
 
 /* Blocks allocated one after another mostly lie one after another: the 16-byte granules of
- * each 128 bytes of addresses get eight consecutive slots, at a hashed place and rotated
+ * each 256 bytes of addresses get sixteen consecutive slots, at a hashed place and rotated
  * by the hash, so that such blocks share table lines. Longer runs make linear probing's
- * clusters long (64 slots per KB was tried: threadtest 5.66x against 4.89x). */
-#define LIVE_RUN 8u
+ * clusters long: 32 gained on parse-json (millions of blocks) and lost on threadtest
+ * (docs/performance.md), and 64 slots per KB, unrotated, lost 15% there. */
+#define LIVE_RUN_BITS 4
+#define LIVE_RUN (1u << LIVE_RUN_BITS)
 
 static inline uint64_t addr_hash(uintptr_t a)
 {
-	uint64_t h = hp_hash64(a >> 7);
+	uint64_t h = hp_hash64(a >> (4 + LIVE_RUN_BITS));
 	return (h & ~(uint64_t)(LIVE_RUN - 1)) | ((h + (a >> 4)) & (LIVE_RUN - 1));
 }
 
