@@ -6,7 +6,8 @@ reach every record type of src/common/hpformat.h (version 2) into DIR/stream and
 DIR/profile, and for each real PROFILE (written by heapprof-attach, so zstd-compressed:
 the zstd command decompresses it; a raw one is taken as it is) copies its raw records to
 DIR/profile and derives the stream the viewer read: the same records without the
-viewer's SESSION and SYMBOL, and with the modules renamed (see cheap_module). The encoding
+viewer's SESSION and SYMBOL, and with the modules renamed (see cheap_module); the synthetic
+"full" profile is also written zstd-compressed, as "full-zstd". The encoding
 is hpformat.h's, little-endian, by hand, so a seed does not depend on the code it tests.
 """
 import os
@@ -168,6 +169,12 @@ def main():
                 nstack += 1
                 prof += b"".join(syms.get(nstack, []))
         write(os.path.join(top, "profile", name), prof)
+        if name == "full":
+            # One compressed seed, so that the corpus run reaches the decompressing reader
+            # (src/common/hpzsource.c) as heapprof-view meets every profile it is given.
+            write(os.path.join(top, "profile", name + "-zstd"),
+                  subprocess.run(["zstd", "-q", "-1", "-c"], input=prof, stdout=subprocess.PIPE,
+                                 check=True).stdout)
     for path in sys.argv[2:]:
         with open(path, "rb") as f:
             data = f.read()
