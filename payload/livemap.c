@@ -46,20 +46,15 @@ void hp_live_fini(void)
 	shards = NULL;
 }
 
-/* Blocks allocated one after another mostly lie one after another: the 16-byte granules of
- * each 256 bytes of addresses get sixteen consecutive slots, at a hashed place and rotated
- * by the hash, so that such blocks share table lines. Longer runs make linear probing's
- * clusters long: 32 gained on parse-json (millions of blocks) and lost on threadtest
- * (docs/performance.md), and 64 slots per KB, unrotated, lost 15% there. The place is a
- * Fibonacci hash of the group's number (one multiply, middle bits): consecutive groups,
- * the common case, land evenly spread, so they collide less than under a full mix. */
+/* Blocks allocated one after another mostly lie one after another: the sixteen 16-byte
+ * granules of each 256 bytes of addresses share a run (payload.h, hp_run_slot), so that such
+ * blocks share table lines. 32 gained on parse-json (millions of blocks) and lost on
+ * threadtest (docs/performance.md); 64 slots per KB, unrotated, lost 15% there. */
 #define LIVE_RUN_BITS 4
-#define LIVE_RUN (1u << LIVE_RUN_BITS)
 
 static inline uint64_t addr_hash(uintptr_t a)
 {
-	uint64_t h = ((a >> (4 + LIVE_RUN_BITS)) * 0x9e3779b97f4a7c15ull) >> 32;
-	return (h & ~(uint64_t)(LIVE_RUN - 1)) | ((h + (a >> 4)) & (LIVE_RUN - 1));
+	return hp_run_slot(a >> (4 + LIVE_RUN_BITS), a >> 4, LIVE_RUN_BITS);
 }
 
 /* The shard is chosen by the address's 2 MB region, not by the whole address. An allocator

@@ -98,6 +98,18 @@ static inline uintptr_t hp_self(void)
 	return self;
 }
 
+/* A table slot that keeps runs, for keys that programs touch in order (stack ids, block
+ * addresses): keys with the same `rest` get 2^run_bits consecutive slots, at a Fibonacci
+ * hash of rest (one multiply, middle bits, which spreads consecutive rests evenly), taken
+ * in pos order from a place in the run that the hash also picks, so that keys differing in
+ * rest alone still spread over every slot. Longer runs make linear probing's clusters as
+ * long. The caller masks the result. */
+static inline uint64_t hp_run_slot(uint64_t rest, uint64_t pos, unsigned run_bits)
+{
+	uint64_t h = (rest * 0x9e3779b97f4a7c15ull) >> 32, run = (1ull << run_bits) - 1;
+	return (h & ~run) | ((h + pos) & run);
+}
+
 static inline uint64_t hp_hash64(uint64_t x)
 {
 	x ^= x >> 33;

@@ -79,7 +79,8 @@ static int tab_resize(struct hp_site_tab *t, uint32_t cap)
 	return 0;
 }
 
-#define SITE_RUN 8u /* consecutive stack ids placed side by side; a power of two */
+#define SITE_RUN_BITS 3 /* 8 consecutive stack ids side by side (payload.h, hp_run_slot) */
+#define SITE_RUN (1u << SITE_RUN_BITS)
 
 int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 {
@@ -88,16 +89,12 @@ int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 	if ((t->count + 1) * 4 > (t->mask + 1) * 3 && tab_resize(t, (t->mask + 1) * 2) < 0)
 		return -1;
 	/* Stack ids go out in the order stacks are first seen, and a program mostly walks the
-	 * same paths in the same order again: so eight consecutive ids of one size key get
-	 * eight consecutive slots, and a sweep over many stacks (binary-trees' trees) touches
-	 * a few lines per eight sites instead of one each. The group's place is a Fibonacci
-	 * hash (one multiply, high bits) of the rest of the key, and so is where in the group
-	 * the run starts, so that one stack's many sizes still spread over every slot. Longer
-	 * runs would make linear probing's clusters as long as a program's stacks are many. */
-	uint64_t group = c->key & ~((uint64_t)(SITE_RUN - 1) << 32);
-	uint32_t h = (uint32_t)((group * 0x9e3779b97f4a7c15ull) >> 32);
-	uint32_t i =
-	    ((h & ~(SITE_RUN - 1)) | ((h + (uint32_t)(c->key >> 32)) & (SITE_RUN - 1))) & t->mask;
+	 * same paths in the same order again: eight consecutive ids of one size key share a run,
+	 * so a sweep over many stacks (binary-trees' trees) touches a few lines per eight sites
+	 * instead of one each. */
+	uint32_t i = (uint32_t)hp_run_slot(c->key & ~((uint64_t)(SITE_RUN - 1) << 32), c->key >> 32,
+					   SITE_RUN_BITS) &
+		     t->mask;
 	for (;; i = (i + 1) & t->mask) {
 		struct hp_site_ctr *e = &t->e[i];
 		if (e->key == c->key) {
