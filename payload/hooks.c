@@ -138,11 +138,9 @@ static void free_found(struct hp_thread *t, const struct hp_live_val *v)
 	struct hp_site_ctr c = {
 	    .key = hp_site_key(v->stack, hp_size_code(n)),
 	    .frees = w,
-	    .freed_bytes = (uint64_t)((double)w * (double)n),
+	    .freed_bytes = w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n),
 	    .temp_frees = age < HP_TEMPORARY_MS ? w : 0,
 	};
-	if (w == HP_FX_ONE)
-		c.freed_bytes = n << HP_FX;
 	hp_thread_add(t, &c);
 }
 

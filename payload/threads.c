@@ -13,7 +13,8 @@
 #define SITE_TAB_MIN 64u
 
 struct hp_thread *hp_threads;
-static int fenced; /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock */
+_Static_assert(sizeof(struct hp_thread) == 3 * 64, "THREADS_CAP records are reserved at start");
+int hp_threads_fenced;
 
 static int membarrier_global(void)
 {
@@ -24,7 +25,7 @@ int hp_threads_init(void)
 {
 	hp_threads = hp_map(THREADS_CAP * sizeof *hp_threads);
 	long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-	fenced = q > 0 && (q & MEMBARRIER_CMD_GLOBAL) && membarrier_global() == 0;
+	hp_threads_fenced = q > 0 && (q & MEMBARRIER_CMD_GLOBAL) && membarrier_global() == 0;
 	return hp_threads ? 0 : -1;
 }
 
@@ -82,12 +83,14 @@ static int tab_resize(struct hp_site_tab *t, uint32_t cap)
 #define SITE_RUN_BITS 3 /* 8 consecutive stack ids side by side (payload.h, hp_run_slot) */
 #define SITE_RUN (1u << SITE_RUN_BITS)
 
-int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
+/* Inline into the owner's add, which would otherwise make two calls per event. */
+__attribute__((always_inline)) static inline struct hp_site_ctr *
+site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 {
 	if (!t->e && tab_resize(t, SITE_TAB_MIN) < 0)
-		return -1;
+		return NULL;
 	if ((t->count + 1) * 4 > (t->mask + 1) * 3 && tab_resize(t, (t->mask + 1) * 2) < 0)
-		return -1;
+		return NULL;
 	/* Stack ids go out in the order stacks are first seen, and a program mostly walks the
 	 * same paths in the same order again: eight consecutive ids of one size key share a run,
 	 * so a sweep over many stacks (binary-trees' trees) touches a few lines per eight sites
@@ -98,19 +101,20 @@ int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 	for (;; i = (i + 1) & t->mask) {
 		struct hp_site_ctr *e = &t->e[i];
 		if (e->key == c->key) {
-			e->allocs += c->allocs;
-			e->alloc_bytes += c->alloc_bytes;
-			e->frees += c->frees;
-			e->freed_bytes += c->freed_bytes;
-			e->temp_frees += c->temp_frees;
-			return 0;
+			hp_site_ctr_add(e, c);
+			return e;
 		}
 		if (e->key == 0) {
 			*e = *c;
 			t->count++;
-			return 0;
+			return e;
 		}
 	}
+}
+
+struct hp_site_ctr *hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
+{
+	return site_tab_add(t, c);
 }
 
 void hp_site_tab_clear(struct hp_site_tab *t)
@@ -127,25 +131,21 @@ void hp_site_tab_free(struct hp_site_tab *t)
 	*t = (struct hp_site_tab){0};
 }
 
-void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
+/* hp_thread_add's probe; with hp_threads_fenced, inside the owner's mark. */
+void hp_thread_add_slow(struct hp_thread *t, const struct hp_site_ctr *c)
 {
-	int rc;
-	if (fenced) {
-		uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
-		atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
-		/* The compiler must not move the table choice above the mark; the CPU may, and
-		 * the collector's membarrier is what orders the two. */
-		atomic_signal_fence(memory_order_seq_cst);
+	struct hp_site_ctr *e;
+	if (hp_threads_fenced) {
 		unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
-		rc = hp_site_tab_add(&t->tab[a], c);
-		atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+		e = site_tab_add(&t->tab[a], c);
+		t->last[a] = e ? (uint32_t)(e - t->tab[a].e) + 1 : 0;
 	} else {
 		hp_spin_lock(&t->lock);
-		rc = hp_site_tab_add(
-		    &t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)], c);
+		e = hp_site_tab_add(&t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)],
+				    c);
 		hp_spin_unlock(&t->lock);
 	}
-	if (rc < 0)
+	if (!e)
 		hp_own_add(&t->tot.lost, 1);
 }
 
@@ -175,7 +175,7 @@ static void flip(struct hp_thread *t)
 void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum)
 {
 	*sum = (struct hp_sum){0};
-	int use_fence = fenced;
+	int use_fence = hp_threads_fenced;
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
 		struct hp_thread *t = &hp_threads[i];
 		if (!atomic_load_explicit(&t->key, memory_order_acquire))

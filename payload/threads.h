@@ -80,6 +80,12 @@ struct hp_thread {
 	struct hp_stack_cache *scache; /* stacks.h: made with the memo, NULL without */
 	uint32_t memo_id;
 	int memo_none; /* no memory for one: walk without */
+	/* The counter of each table that the owner's last add went to: a program mostly adds
+	 * to one site many times in a row (a loop's blocks, then their frees), and those adds
+	 * then skip the hash and the probe. Trusted only when its key is the event's, since
+	 * the collector empties a retired table in place. Its slot + 1, 0 = none: a pointer
+	 * would take the record past three cache lines, and the table of records with it. */
+	uint32_t last[2];
 } __attribute__((aligned(64)));
 
 static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
@@ -127,8 +133,41 @@ static inline int hp_sample_hit(struct hp_thread *t, uint64_t n, uint64_t rate)
  * in HP_FX fixed point. */
 uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
 
-/* Adds one event's counters (c->key set) to the caller's active table. */
-void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c);
+/* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock (set once at init). */
+extern int hp_threads_fenced;
+
+void hp_thread_add_slow(struct hp_thread *t, const struct hp_site_ctr *c);
+
+static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_ctr *c)
+{
+	e->allocs += c->allocs;
+	e->alloc_bytes += c->alloc_bytes;
+	e->frees += c->frees;
+	e->freed_bytes += c->freed_bytes;
+	e->temp_frees += c->temp_frees;
+}
+
+/* Adds one event's counters (c->key set) to the caller's active table. Inline so that the
+ * caller's counters stay in registers when the event's site is the last one. */
+static inline void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
+{
+	if (!hp_threads_fenced) {
+		hp_thread_add_slow(t, c);
+		return;
+	}
+	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
+	atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
+	/* The compiler must not move the table choice above the mark; the CPU may, and the
+	 * collector's membarrier is what orders the two. */
+	atomic_signal_fence(memory_order_seq_cst);
+	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
+	uint32_t i = t->last[a];
+	if (i && t->tab[a].e[i - 1].key == c->key)
+		hp_site_ctr_add(&t->tab[a].e[i - 1], c);
+	else
+		hp_thread_add_slow(t, c);
+	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+}
 
 /* Plain sums of every record's totals. */
 struct hp_sum {
@@ -139,8 +178,8 @@ struct hp_sum {
 typedef void (*hp_site_fn)(const struct hp_site_ctr *c, void *arg);
 void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum);
 
-/* 0, or -1 if the table could not grow (nothing added). */
-int hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c);
+/* The counter c went to, or NULL if the table could not grow (nothing added). */
+struct hp_site_ctr *hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c);
 void hp_site_tab_clear(struct hp_site_tab *t);
 void hp_site_tab_free(struct hp_site_tab *t);
 
