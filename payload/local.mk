@@ -13,7 +13,11 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/collector.c payload/collector.h \
 	src/common/hpstream.c src/common/hpstream.h
 # -fno-omit-frame-pointer: a stack capture starts at the hook's frame (hooks.c, HOOK_FRAME).
+# -fno-tree-slp-vectorize: GCC would add an event's site counters, which the hook has just
+# stored one 8-byte field at a time, with 16-byte loads, which the store buffer cannot
+# forward: a stall on every event (docs/performance.md).
 payload_heapprof_payload_so_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -O2 -g -fPIC \
+	-fno-tree-slp-vectorize \
 	-fvisibility=hidden -fexceptions -fno-omit-frame-pointer
 # -nostartfiles: without crtbeginS.o a dlclose never calls __cxa_finalize, whose exit-handler
 # lock a fork in another thread can copy into the child held, hanging the child's exit().
