@@ -741,6 +741,32 @@ static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, uintptr_t *sp
 	return s->ra != 0;
 }
 
+/* The walk when it is the last one again (a loop allocating at one place): its first step
+ * is the memo's first, and every later one holds. Then the general path below would only
+ * rewrite the memo as it is, bar stale rbp values no step reads; so only the frames are
+ * copied. 0 when it is not, or when the general path has more to do (the memo's frames
+ * reach max before its end, or the last walk was cut at max and this one could go on). */
+static int memo_again(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+		      const struct hp_unwind_step *first, struct hp_unwind_memo *m, uintptr_t lo,
+		      uintptr_t hi)
+{
+	if (!same_step(&m->st[0], first) || !memo_holds(m, 1, lo, hi))
+		return 0;
+	unsigned n = 0;
+	for (unsigned i = 0; i < m->n; i++)
+		if (kept(m->st[i].ra, drop_lo, drop_hi)) {
+			if (n == max)
+				return 0;
+			frames[n++] = m->st[i].ra;
+		}
+	if (m->cut && n < max)
+		return 0;
+	if (!m->cut)
+		m->tail_after = 0;
+	m->walked = 1;
+	return (int)n;
+}
+
 /* The walk from frame's return address on: its first step is frame_step's, each later
  * one walk_step's, with the memo as hp_unwind_memo describes. */
 static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
@@ -775,6 +801,13 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			 : frame_step(frame, lo, hi, &sp, &bp, &s);
 		if (r <= 0)
 			break;
+		if (!npre && usable) {
+			int again = memo_again(frames, max, drop_lo, drop_hi, &s, m, lo, hi);
+			if (again) {
+				*same = 1;
+				return again;
+			}
+		}
 		if (kept(s.ra, drop_lo, drop_hi))
 			frames[n++] = s.ra;
 		look = s.ra - 1;
