@@ -1,14 +1,17 @@
 #!/bin/bash
 # redis-bench.sh - a real server under heapprof: redis-server driven by redis-benchmark -P 16,
 # unprofiled, then attached in full mode, then sampled (when heapprof-attach offers
-# --sample-rate). Run by run-bench.sh (`make bench`).
+# --sample-rate), REDIS_PASSES times over. Run by run-bench.sh (`make bench`).
 #
 # Usage: redis-bench.sh BUILDDIR
 # Prints a Markdown section on stdout, progress on stderr. REDIS_REQUESTS (default 500000)
-# is the request count of each test. redis-server listens on 127.0.0.1 only, on a free high
-# port, saves nothing, and is stopped at the end whatever happens. redis-server and
-# redis-tools are installed when missing and run as root; otherwise the section says
-# "skipped" and the script exits 0.
+# is the request count of each test, REDIS_PASSES (default 3) how many times the three runs
+# are made. A profiled run is compared with the mean of the unprofiled runs just before and
+# just after its pass (one more unprofiled run ends the last), so that the machine's drift
+# cancels; the share kept is the median of the passes. redis-server listens on 127.0.0.1
+# only, on a free high port, saves nothing, and is stopped at the end whatever happens.
+# redis-server and redis-tools are installed when missing and run as root; otherwise the
+# section says "skipped" and the script exits 0.
 bench_me=redis-bench
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/bench-lib.sh
@@ -23,6 +26,7 @@ bench_attach=$build/src/heapprof-attach
 bench_detach=$build/src/heapprof-detach
 bench_view=$build/src/heapprof-view
 requests=${REDIS_REQUESTS:-500000}
+passes=${REDIS_PASSES:-3}
 tests=set,get,lpush,lpop
 sample_rate=524288
 
@@ -102,18 +106,10 @@ run_attached()
 	} >"$bench_tmp/$1.profile"
 }
 
-# rps LABEL TEST: the requests/s of TEST in pass LABEL ("total": requests over the summed
-# time of every test). "plain" is the better of the unprofiled passes before and after the
-# profiled ones, so a busy moment of the machine does not flatter the profiled numbers.
+# rps LABEL TEST: the requests/s of TEST in run LABEL ("total": requests over the summed
+# time of every test); empty when the run failed.
 rps()
 {
-	local v
-
-	if [ "$1" = plain ]; then
-		v=$(rps plain1 "$2")
-		bench_max "$v" "$(rps plain2 "$2")"
-		return
-	fi
 	[ -s "$bench_tmp/$1" ] || return 0
 	if [ "$2" = total ]; then
 		awk '$2 > 0 { t += 1 / $2; n++ } END { if (n) printf "%.0f\n", n / t }' \
@@ -123,11 +119,36 @@ rps()
 	fi
 }
 
-# bench_max A B: the larger number, ignoring an empty one.
-bench_max()
+# median V...: the median of the non-empty numbers, empty if none.
+median()
 {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || (b != "" && b + 0 > a + 0)) a = b
-		if (a != "") print a }'
+	printf '%s\n' "$@" | grep . | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR) print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# kept LABEL TEST: the median over the passes of LABEL's requests/s as a share (0 to 1 and
+# above) of the mean of the unprofiled runs around it.
+kept()
+{
+	local i a b v shares=()
+
+	for ((i = 1; i <= passes; i++)); do
+		v=$(rps "$1$i" "$2") a=$(rps "plain$i" "$2") b=$(rps "plain$((i + 1))" "$2")
+		[ -n "$v" ] && [ -n "$a" ] && [ -n "$b" ] || continue
+		shares+=("$(awk -v v="$v" -v a="$a" -v b="$b" 'BEGIN { print 2 * v / (a + b) }')")
+	done
+	median "${shares[@]}"
+}
+
+# runs LABEL TEST [N]: the median requests/s of runs LABEL1..LABELN (default: the passes).
+runs()
+{
+	local i vals=()
+
+	for ((i = 1; i <= ${3:-$passes}; i++)); do
+		vals+=("$(rps "$1$i" "$2")")
+	done
+	median "${vals[@]}"
 }
 
 profile_field()
@@ -137,22 +158,24 @@ profile_field()
 }
 
 labels=(plain full)
-bench_log "redis-server on 127.0.0.1:$port, $requests requests per test: warm-up, unprofiled"
+bench_attach_supports --sample-rate && labels+=(sampled)
+bench_log "redis-server on 127.0.0.1:$port, $requests requests per test, $passes passes:" \
+	"warm-up, then unprofiled, ${labels[*]:1} in each pass"
 run_benchmark warmup || exit 1
-run_benchmark plain1 || exit 1
-bench_log "redis: attached, full mode"
-run_attached full "" || true
-if bench_attach_supports --sample-rate; then
-	labels+=(sampled)
-	bench_log "redis: attached, sampled mode"
-	run_attached sampled "--sample-rate $sample_rate" || true
-fi
-bench_log "redis: unprofiled again"
-run_benchmark plain2 || true
+for ((pass = 1; pass <= passes; pass++)); do
+	bench_log "redis: pass $pass of $passes"
+	run_benchmark "plain$pass" || exit 1
+	run_attached "full$pass" "" || true
+	if [ ${#labels[@]} -gt 2 ]; then
+		run_attached "sampled$pass" "--sample-rate $sample_rate" || true
+	fi
+done
+run_benchmark "plain$pass" || exit 1
 
 echo "redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')," \
-	"redis-benchmark -P 16 -t $tests -n $requests; requests/s (unprofiled: the better of a" \
-	"pass before and one after the profiled ones), and the share kept attached:"
+	"redis-benchmark -P 16 -t $tests -n $requests, $passes passes; the median requests/s of" \
+	"the runs, and the median share kept (each profiled run against the mean of the" \
+	"unprofiled runs before and after its pass):"
 echo
 header="| test | unprofiled |"
 rule="|---|--:|"
@@ -163,17 +186,16 @@ done
 echo "$header"
 echo "$rule"
 for t in $(awk '{ print $1 }' "$bench_tmp/plain1") total; do
-	base=$(rps plain "$t")
-	line="| $t | $(bench_rate "$base") |"
+	line="| $t | $(bench_rate "$(runs plain "$t" $((passes + 1)))") |"
 	for l in "${labels[@]:1}"; do
-		v=$(rps "$l" "$t")
-		line="$line $(bench_rate "$v") | $(bench_percent "$v" "$base") |"
+		k=$(kept "$l" "$t")
+		line="$line $(bench_rate "$(runs "$l" "$t")") | $(bench_percent "$k" 1) |"
 	done
 	echo "$line"
 done
 echo
 for l in "${labels[@]:1}"; do
-	echo "- $l: profile $(bench_bytes "$(profile_field "$l" size)"), payload memory" \
-		"$(bench_bytes "$(profile_field "$l" payload)"), $(profile_field "$l" allocations)" \
-		"allocations recorded."
+	echo "- $l (pass $passes): profile $(bench_bytes "$(profile_field "$l$passes" size)")," \
+		"payload memory $(bench_bytes "$(profile_field "$l$passes" payload)")," \
+		"$(profile_field "$l$passes" allocations) allocations recorded."
 done

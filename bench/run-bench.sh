@@ -11,6 +11,7 @@
 #   BENCH_PROBE_THREADS  spinning threads of the stop probe (default 2)
 #   BENCH_STOP_CYCLES    attach/detach cycles on the stop probe (default 3; 0 skips it)
 #   REDIS_REQUESTS       requests per redis-benchmark test (default 500000; 0 skips redis)
+#   REDIS_PASSES         passes of unprofiled, full and sampled redis runs (default 3)
 # Each program and P runs unprofiled, then under heapprof-attach in every mode the command
 # offers (basic, extended, full, sampled; a mode it does not offer yet is "n/a"), then under
 # heaptrack when it is installed (installed here when run as root). A profiled run starts
