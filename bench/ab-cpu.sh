@@ -61,8 +61,4 @@ for ((i = 1; i <= pairs; i++)); do
 		if [ $side = A ]; then a_ratios+=("${r%x}"); else b_ratios+=("${r%x}"); fi
 	done
 done
-median()
-{
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) "x" }'
-}
-echo "median: A $(median "${a_ratios[@]}") ($3), B $(median "${b_ratios[@]}") ($4)"
+echo "median: A $(bench_median "${a_ratios[@]}")x ($3), B $(bench_median "${b_ratios[@]}")x ($4)"

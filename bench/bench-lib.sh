@@ -222,6 +222,13 @@ bench_rate()
 		else printf "%.1f\n", x }'
 }
 
+# bench_median V...: the median of the non-empty numbers given, empty if none.
+bench_median()
+{
+	printf '%s\n' "$@" | grep . | sort -g | awk '{ v[NR] = $1 } END {
+		if (NR) print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # bench_geomean X... : the geometric mean of the ratios ("1.23x" or plain numbers) given,
 # ignoring "n/a" and failures; "n/a" when none is left.
 bench_geomean()

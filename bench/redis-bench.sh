@@ -119,13 +119,6 @@ rps()
 	fi
 }
 
-# median V...: the median of the non-empty numbers, empty if none.
-median()
-{
-	printf '%s\n' "$@" | grep . | sort -g |
-		awk '{ v[NR] = $1 } END { if (NR) print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # kept LABEL TEST: the median over the passes of LABEL's requests/s as a share (0 to 1 and
 # above) of the mean of the unprofiled runs around it.
 kept()
@@ -137,7 +130,7 @@ kept()
 		[ -n "$v" ] && [ -n "$a" ] && [ -n "$b" ] || continue
 		shares+=("$(awk -v v="$v" -v a="$a" -v b="$b" 'BEGIN { print 2 * v / (a + b) }')")
 	done
-	median "${shares[@]}"
+	bench_median "${shares[@]}"
 }
 
 # runs LABEL TEST [N]: the median requests/s of runs LABEL1..LABELN (default: the passes).
@@ -148,7 +141,7 @@ runs()
 	for ((i = 1; i <= ${3:-$passes}; i++)); do
 		vals+=("$(rps "$1$i" "$2")")
 	done
-	median "${vals[@]}"
+	bench_median "${vals[@]}"
 }
 
 profile_field()
