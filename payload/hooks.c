@@ -167,32 +167,66 @@ static void free_unmapped(struct hp_thread *t, uint64_t usable_bytes)
 	hp_own_add(&t->tot.freed_bytes, usable_bytes);
 }
 
-/* The thread's walk memo and stack cache, made on its first capture: a few KB that the
+/* hp_unwind_memo_size(max_depth), set by hp_hooks_arm before any hook records. */
+static size_t memo_bytes;
+
+/* The thread's walk memos and stack cache are made on its first capture: a few KB that the
  * payload could do without, so not when they would take it past max_memory. */
-static struct hp_unwind_memo *thread_memo(struct hp_thread *t)
+static int thread_memos(struct hp_thread *t)
 {
-	if (t->memo || t->memo_none)
-		return t->memo;
-	uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
-	if (held + hp_unwind_memo_size(hp.args.max_depth) + hp_stack_cache_size() <=
-	    hp.max_memory) {
-		t->memo = hp_unwind_memo_new(hp.args.max_depth);
-		if (t->memo)
-			t->scache = hp_stack_cache_new();
+	if (!t->memo && !t->memo_none) {
+		uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
+		if (held + memo_bytes * HP_WALK_MEMOS + hp_stack_cache_size() <= hp.max_memory) {
+			t->memo = hp_unwind_memos_new(hp.args.max_depth, HP_WALK_MEMOS);
+			if (t->memo)
+				t->scache = hp_stack_cache_new();
+		}
+		t->memo_none = !t->memo;
 	}
-	t->memo_none = !t->memo;
-	return t->memo;
+	return t->memo != NULL;
 }
 
-/* The id of a capture: the last one's when the frames are the same, else through the
- * thread's cache when the unwinder says how it relates to the last one. */
-static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
-			   const uint64_t *frames, unsigned d, int same)
+/* The i-th memo: they lie back to back. */
+static struct hp_unwind_memo *memo_at(struct hp_thread *t, unsigned i)
 {
-	if (same && t->memo_id)
-		return t->memo_id;
-	if (m && m->tail_after != HP_UNWIND_NO_TAIL)
-		return hp_stack_intern_after(t->scache, t->memo_id, frames, d, m->tail_after);
+	return (struct hp_unwind_memo *)((char *)t->memo + memo_bytes * i);
+}
+
+/* Which memo a walk from the hook whose frame is frame goes into: the one whose last walk
+ * began with the same frame (the same return address at the same depth), else the one after
+ * the memo holding the thread's last walk, in turn. A program that takes turns between a
+ * few allocation paths (a server's request: its arguments, an object, a reply, often
+ * through one allocation wrapper, so at one return address but at different depths) then
+ * finds each path's last walk whole, where a single memo would hold the other path's and
+ * each walk would go by the rules up to where the two meet. A new walk splices against the
+ * thread's last walk, wherever that is kept (the best match for a recursion). */
+static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
+{
+	uintptr_t ra = *(const uintptr_t *)(frame + 8);
+	unsigned last = t->memo_last;
+	for (unsigned k = 0; k < HP_WALK_MEMOS; k++) {
+		unsigned i = (last + k) % HP_WALK_MEMOS;
+		const struct hp_unwind_memo *m = memo_at(t, i);
+		if (m->n && m->st[0].cfa == frame + 16 && m->st[0].ra == ra)
+			return i;
+	}
+	return (last + 1) % HP_WALK_MEMOS;
+}
+
+/* The id of a capture: a memo's last one when the frames are that walk's, else through the
+ * thread's cache when the unwinder says how they relate to the last walk. */
+static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
+			   const struct hp_unwind_memo *from, const uint64_t *frames, unsigned d,
+			   int same)
+{
+	if (!m)
+		return hp_stack_intern(frames, d);
+	if (same == 1 && m->id)
+		return m->id;
+	if (same == 2 && from->id)
+		return from->id;
+	if (m->tail_after != HP_UNWIND_NO_TAIL)
+		return hp_stack_intern_after(t->scache, from->id, frames, d, m->tail_after);
 	return hp_stack_intern(frames, d);
 }
 
@@ -218,10 +252,19 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	}
 	uint64_t frames[HP_MAX_DEPTH];
 	int same;
-	struct hp_unwind_memo *m = thread_memo(t);
-	unsigned d = hp_stack_capture(frames, hp.args.max_depth, frame, m, &same);
-	v.stack = capture_id(t, m, frames, d, same);
-	t->memo_id = v.stack;
+	struct hp_unwind_memo *m = NULL, *from = NULL;
+	unsigned slot = 0;
+	if (thread_memos(t)) {
+		slot = memo_pick(t, frame);
+		m = memo_at(t, slot);
+		from = slot == t->memo_last ? m : memo_at(t, t->memo_last);
+	}
+	unsigned d = hp_stack_capture(frames, hp.args.max_depth, frame, m, from, &same);
+	v.stack = capture_id(t, m, from, frames, d, same);
+	if (m) {
+		m->id = v.stack;
+		t->memo_last = slot;
+	}
 	if (!v.stack)
 		lost(t);
 	int rc = hp_live_insert((uintptr_t)p, v, &old);
@@ -636,6 +679,7 @@ static atomic_int patching; /* cleared for good by hp_unpatch_all */
 
 void hp_hooks_arm(void)
 {
+	memo_bytes = hp_unwind_memo_size(hp.args.max_depth);
 	hooks[HK_MALLOC].hook = hp_live_filter ? (void *)hk_malloc_sampled : (void *)hk_malloc;
 	hooks[HK_CALLOC].hook = hp_live_filter ? (void *)hk_calloc_sampled : (void *)hk_calloc;
 	atomic_store(&patching, 1);

@@ -80,9 +80,9 @@ uint64_t hp_stacks_bytes(void)
  * frame for frame. Not libunwind: it keeps a pipe open and registers a thread-exit
  * destructor, so unloading it breaks the target. */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
-			  struct hp_unwind_memo *memo, int *same)
+			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from, int *same)
 {
-	return hp_unwind_memo(frames, max, hp.text_lo, hp.text_hi, frame, memo, same);
+	return hp_unwind_memo_from(frames, max, hp.text_lo, hp.text_hi, frame, memo, from, same);
 }
 
 /* Runs on every allocation: two independent multiply lanes, so consecutive frames do

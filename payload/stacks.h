@@ -1,6 +1,6 @@
 /* stacks.h - capturing and interning call stacks.
  *
- * Contract: hp_stack_capture unwinds from a hook's frame address with hp_unwind_memo
+ * Contract: hp_stack_capture unwinds from a hook's frame address with hp_unwind_memo_from
  * (unwind.h: cached CFA rules, same result as libgcc's _Unwind_Backtrace), so frames[0] is
  * the return address into the caller of the hooked function; the payload's own frames are
  * never walked, and are dropped by address should one appear further up.
@@ -30,10 +30,11 @@ void hp_stacks_fini(void);
 struct hp_unwind_memo;
 
 /* Fills frames[0..max) from frame (the hook's __builtin_frame_address(0)) and returns the
- * depth; with a memo (the calling thread's, or NULL), *same says the frames equal the last
- * capture's with it. */
+ * depth; with memos (the calling thread's, or NULL), the walk goes into memo, spliced
+ * against from's, and *same says which one's last capture the frames equal (1: memo's,
+ * 2: from's, 0: neither). */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
-			  struct hp_unwind_memo *memo, int *same);
+			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from, int *same);
 uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
 
 struct hp_stack_cache;

@@ -37,7 +37,7 @@ void hp_threads_fini(void)
 		hp_site_tab_free(&hp_threads[i].tab[0]);
 		hp_site_tab_free(&hp_threads[i].tab[1]);
 		if (hp_threads[i].memo)
-			hp_unwind_memo_free(hp_threads[i].memo);
+			hp_unwind_memos_free(hp_threads[i].memo, HP_WALK_MEMOS);
 		if (hp_threads[i].scache)
 			hp_stack_cache_free(hp_threads[i].scache);
 	}

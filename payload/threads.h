@@ -75,11 +75,12 @@ struct hp_thread {
 	struct hp_totals tot;
 	int64_t countdown; /* sampling: bytes left before the next sampled allocation */
 	uint64_t rng;	   /* xorshift64* state; 0 until the first sampling decision */
-	/* Full mode: the thread's last stack walk and the stack id it got (unwind.h). */
+	/* Full mode: the thread's last stack walks with the stack ids they got (unwind.h), one
+	 * for each of its last few allocation paths (HP_WALK_MEMOS in one mapping: hooks.c). */
 	struct hp_unwind_memo *memo;
-	struct hp_stack_cache *scache; /* stacks.h: made with the memo, NULL without */
-	uint32_t memo_id;
-	int memo_none; /* no memory for one: walk without */
+	struct hp_stack_cache *scache; /* stacks.h: made with the memos, NULL without */
+	unsigned memo_last;	       /* the memo holding the thread's last walk */
+	int memo_none;		       /* no memory for them: walk without */
 	/* The counter of each table that the owner's last add went to: a program mostly adds
 	 * to one site many times in a row (a loop's blocks, then their frees), and those adds
 	 * then skip the hash and the probe. Trusted only when its key is the event's, since
@@ -93,6 +94,8 @@ static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
 			      memory_order_relaxed);
 }
+
+#define HP_WALK_MEMOS 4u
 
 int hp_threads_init(void);
 void hp_threads_fini(void);

@@ -646,17 +646,28 @@ size_t hp_unwind_memo_size(unsigned max)
 	return sizeof(struct hp_unwind_memo) + (max + MEMO_PREFIX) * sizeof(struct hp_unwind_step);
 }
 
+struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n)
+{
+	size_t one = hp_unwind_memo_size(max);
+	char *p = hp_map(one * n);
+	for (unsigned i = 0; p && i < n; i++)
+		((struct hp_unwind_memo *)(p + one * i))->cap = max + MEMO_PREFIX;
+	return (struct hp_unwind_memo *)p;
+}
+
+void hp_unwind_memos_free(struct hp_unwind_memo *m, unsigned n)
+{
+	hp_unmap(m, (sizeof *m + m->cap * sizeof m->st[0]) * n);
+}
+
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max)
 {
-	struct hp_unwind_memo *m = hp_map(hp_unwind_memo_size(max));
-	if (m)
-		m->cap = max + MEMO_PREFIX;
-	return m;
+	return hp_unwind_memos_new(max, 1);
 }
 
 void hp_unwind_memo_free(struct hp_unwind_memo *m)
 {
-	hp_unmap(m, sizeof *m + m->cap * sizeof m->st[0]);
+	hp_unwind_memos_free(m, 1);
 }
 
 /* Steps from i on still hold: each return address, and each saved rbp that a later step
@@ -768,9 +779,11 @@ static int memo_again(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr
 }
 
 /* The walk from frame's return address on: its first step is frame_step's, each later
- * one walk_step's, with the memo as hp_unwind_memo describes. */
+ * one walk_step's, with the memos as hp_unwind_memo_from describes (from is m, or another
+ * memo of the same max). */
 static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
-			   uintptr_t frame, struct hp_unwind_memo *m, int *same)
+			   uintptr_t frame, struct hp_unwind_memo *m,
+			   const struct hp_unwind_memo *from, int *same)
 {
 	*same = 0;
 	if (m)
@@ -790,7 +803,9 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		return r < 0 ? -1 : (int)n + r;
 	}
 	unsigned long gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
-	int usable = m->n && !m->cap_hit && m->gen == gen && m->max == max;
+	int again = m->n && !m->cap_hit && m->gen == gen && m->max == max;
+	int usable = from == m ? again
+			       : from->n && !from->cap_hit && from->gen == gen && from->max == max;
 	struct hp_unwind_step pre[MEMO_PREFIX], s;
 	unsigned npre = 0, p = 0, n = 0;
 	uintptr_t look = 0;
@@ -801,11 +816,11 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			 : frame_step(frame, lo, hi, &sp, &bp, &s);
 		if (r <= 0)
 			break;
-		if (!npre && usable) {
-			int again = memo_again(frames, max, drop_lo, drop_hi, &s, m, lo, hi);
-			if (again) {
+		if (!npre && again) {
+			int k = memo_again(frames, max, drop_lo, drop_hi, &s, m, lo, hi);
+			if (k) {
 				*same = 1;
-				return again;
+				return k;
 			}
 		}
 		if (kept(s.ra, drop_lo, drop_hi))
@@ -814,9 +829,9 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		pre[npre++] = s;
 		if (!usable)
 			continue;
-		while (p < m->n && m->st[p].cfa < s.cfa)
+		while (p < from->n && from->st[p].cfa < s.cfa)
 			p++;
-		if (p < m->n && same_step(&m->st[p], &s) && memo_holds(m, p + 1, lo, hi)) {
+		if (p < from->n && same_step(&from->st[p], &s) && memo_holds(from, p + 1, lo, hi)) {
 			spliced = 1;
 			break;
 		}
@@ -828,30 +843,35 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	if (spliced) {
 		int prefix_same = p + 1 == npre;
 		for (unsigned i = 0; prefix_same && i < npre; i++)
-			prefix_same = m->st[i].ra == pre[i].ra;
+			prefix_same = from->st[i].ra == pre[i].ra;
 		/* The splice step's own frame is the last walk's too. */
 		unsigned new_frames = n - kept(pre[npre - 1].ra, drop_lo, drop_hi);
 		/* The rest of the last walk, as far as max lets it. */
 		unsigned i = p + 1;
-		for (; i < m->n && n < max; i++)
-			if (kept(m->st[i].ra, drop_lo, drop_hi))
-				frames[n++] = m->st[i].ra;
+		for (; i < from->n && n < max; i++)
+			if (kept(from->st[i].ra, drop_lo, drop_hi))
+				frames[n++] = from->st[i].ra;
 		unsigned tail = i - (p + 1);
 		if (npre + tail > m->cap) {
 			m->n = 0;
 			return (int)n;
 		}
-		int truncated = i < m->n;
-		if (!truncated && !m->cut)
+		int truncated = i < from->n, cut = truncated || from->cut;
+		if (!cut)
 			m->tail_after = new_frames;
-		if (truncated)
-			m->cut = 1;
-		if (npre != p + 1)
+		if (m != from) {
+			memcpy(&m->st[npre], &from->st[p + 1], tail * sizeof s);
+			m->gen = from->gen;
+			m->max = from->max;
+			m->cap_hit = 0;
+		} else if (npre != p + 1) {
 			memmove(&m->st[npre], &m->st[p + 1], tail * sizeof s);
+		}
+		m->cut = cut;
 		memo_set_prefix(m, pre, npre);
 		m->n = npre + tail;
 		m->walked = npre;
-		*same = prefix_same;
+		*same = prefix_same ? 2 : 0;
 		/* Where the last walk stopped at max, this one may go on from its end. */
 		if (!m->cut || n == max) {
 			/* The tail's marks stand unless it lost its end. */
@@ -954,13 +974,20 @@ __attribute__((noinline)) unsigned hp_unwind(uint64_t *frames, unsigned max, uin
 	return (unsigned)n;
 }
 
-__attribute__((noinline)) unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo,
-						  uintptr_t drop_hi, uintptr_t frame,
-						  struct hp_unwind_memo *m, int *same)
+__attribute__((noinline)) unsigned
+hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+		    uintptr_t frame, struct hp_unwind_memo *m, const struct hp_unwind_memo *from,
+		    int *same)
 {
-	int n = walk_frame_memo(frames, max, drop_lo, drop_hi, frame, m, same);
+	int n = walk_frame_memo(frames, max, drop_lo, drop_hi, frame, m, m ? from : NULL, same);
 	if (n < 0)
 		n = (int)slow_walk(frames, max, drop_lo, drop_hi, frame + 16);
 	__asm__ volatile("" ::: "memory");
 	return (unsigned)n;
+}
+
+unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+			uintptr_t frame, struct hp_unwind_memo *m, int *same)
+{
+	return hp_unwind_memo_from(frames, max, drop_lo, drop_hi, frame, m, m, same);
 }

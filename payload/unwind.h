@@ -53,6 +53,7 @@ struct hp_unwind_memo {
 	/* After a walk: k when its frames past the first k are the walk before's last frames
 	 * (it spliced, and neither walk stopped at max), else HP_UNWIND_NO_TAIL. */
 	unsigned tail_after;
+	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
 	struct hp_unwind_step st[];
 };
 
@@ -64,12 +65,22 @@ unsigned hp_unwind(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t 
 unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
 
 /* A memo for walks of at most max frames (cap = max + 16 steps), in hp_map memory of
- * hp_unwind_memo_size bytes; NULL when none could be mapped. */
+ * hp_unwind_memo_size bytes; NULL when none could be mapped. hp_unwind_memos_new maps n of
+ * them in one go, the i-th i * hp_unwind_memo_size(max) bytes after the first. */
 size_t hp_unwind_memo_size(unsigned max);
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
 void hp_unwind_memo_free(struct hp_unwind_memo *m);
+struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n);
+void hp_unwind_memos_free(struct hp_unwind_memo *m, unsigned n);
 unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			uintptr_t frame, struct hp_unwind_memo *m, int *same);
+/* The same walk with two memos: it splices against from's last walk and leaves its own in
+ * m (from may be m; both made with the same max); first, though, it is taken whole from m
+ * when it is m's last walk again. *same is then 1 (m's last walk), or 2 when the frames
+ * are from's last walk's, and m's tail_after is counted against from's walk. */
+unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo,
+			     uintptr_t drop_hi, uintptr_t frame, struct hp_unwind_memo *m,
+			     const struct hp_unwind_memo *from, int *same);
 
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */

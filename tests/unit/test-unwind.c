@@ -260,7 +260,7 @@ static void test_garbage(void **state)
  * the walk before in every way: deeper, shallower, the same, the same frames below a
  * different caller, variable-size frames of another size at the same depth, both builds,
  * another thread's stack, and walks cut at max. */
-static struct hp_unwind_memo *memo;
+static struct hp_unwind_memo *memo, *memo_from;
 static int memo_same;
 
 /* Called like the others from call_unwinder, and walks from its own frame as a hook does,
@@ -268,8 +268,10 @@ static int memo_same;
 __attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max, uintptr_t lo,
 						      uintptr_t hi)
 {
-	unsigned n =
-	    hp_unwind_memo(f, max, lo, hi, (uintptr_t)__builtin_frame_address(0), memo, &memo_same);
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	unsigned n = memo_from ? hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from,
+						     &memo_same)
+			       : hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
 	__asm__ volatile("" ::: "memory");
 	return n;
 }
@@ -330,10 +332,7 @@ static void run_memo_shape(const struct memo_shape *s, struct memo_cap *c)
 	}
 }
 
-static void test_memo(void **state)
-{
-	(void)state;
-	static const struct memo_shape shapes[] = {
+static const struct memo_shape shapes[] = {
 	    {S_RECURSE, 0, 5, 0, MAX, 0},   {S_RECURSE, 0, 5, 0, MAX, 1},
 	    {S_RECURSE, 0, 3, 0, MAX, 0},   {S_RECURSE, 0, 9, 0, MAX, 0},
 	    {S_RECURSE, 1, 9, 0, MAX, 0},   {S_RECURSE, 1, 9, 0, MAX, 1},
@@ -345,7 +344,23 @@ static void test_memo(void **state)
 	    {S_RECURSE, 0, 70, 0, 20, 0},   {S_RECURSE, 0, 60, 0, 20, 0},
 	    {S_RECURSE, 0, 60, 0, MAX, 0},  {S_RECURSE, 0, 6, 0, 8, 0},
 	    {S_RECURSE, 0, 2, 0, 8, 0},	    {S_RECURSE, 0, 2, 0, MAX, 0},
-	};
+};
+
+static void check_memo_shape(size_t i, const struct memo_cap *c)
+{
+	assert_true(c->nslow > 3);
+	assert_int_equal(c->nmemo, c->nslow);
+	assert_memory_equal(c->memo, c->slow, c->nslow * sizeof c->slow[0]);
+	if (shapes[i].same && memo)
+		assert_true(c->same);
+	if (i && !shapes[i].same && shapes[i].kind == shapes[i - 1].kind &&
+	    shapes[i].a != shapes[i - 1].a)
+		assert_false(c->same);
+}
+
+static void test_memo(void **state)
+{
+	(void)state;
 	struct hp_unwind_memo *m = hp_unwind_memo_new(MAX);
 	assert_non_null(m);
 	/* The last round walks without a memo (a thread that could not have one). */
@@ -354,14 +369,7 @@ static void test_memo(void **state)
 		for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
 			struct memo_cap c;
 			run_memo_shape(&shapes[i], &c);
-			assert_true(c.nslow > 3);
-			assert_int_equal(c.nmemo, c.nslow);
-			assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
-			if (shapes[i].same && memo)
-				assert_true(c.same);
-			if (i && !shapes[i].same && shapes[i].kind == shapes[i - 1].kind &&
-			    shapes[i].a != shapes[i - 1].a)
-				assert_false(c.same);
+			check_memo_shape(i, &c);
 		}
 		struct memo_cap c = {.max = MAX};
 		pthread_t t;
@@ -373,6 +381,44 @@ static void test_memo(void **state)
 	}
 	hp_unwind_memo_free(m);
 	memo = NULL;
+}
+
+/* The same shapes with three memos, as the payload keeps several: each walk is written into
+ * one memo (in turn) and spliced against the one holding the walk before, so every splice
+ * copies its tail from another memo. */
+static void test_memo_from(void **state)
+{
+	(void)state;
+	struct hp_unwind_memo *m = hp_unwind_memos_new(MAX, 3), *ms[3];
+	assert_non_null(m);
+	for (int k = 0; k < 3; k++)
+		ms[k] = (struct hp_unwind_memo *)((char *)m + hp_unwind_memo_size(MAX) * k);
+	unsigned last = 0;
+	for (int round = 0; round < 3; round++)
+		for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+			unsigned k = (unsigned)(i + round) % 3;
+			struct memo_cap c;
+			memo = ms[k];
+			memo_from = ms[last];
+			run_memo_shape(&shapes[i], &c);
+			check_memo_shape(i, &c);
+			last = k;
+		}
+	/* Two paths in turn, each kept in a memo of its own: from the third walk on, each is
+	 * its memo's last walk again, though the walk before was the other path. */
+	for (int j = 0; j < 6; j++) {
+		struct memo_cap c;
+		memo = ms[j % 2];
+		memo_from = ms[last];
+		run_memo_shape(&shapes[j % 2 ? 2 : 0], &c);
+		assert_int_equal(c.nmemo, c.nslow);
+		assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
+		if (j >= 2)
+			assert_int_equal(c.same, 1);
+		last = (unsigned)j % 2;
+	}
+	hp_unwind_memos_free(m, 3);
+	memo = memo_from = NULL;
 }
 
 /* A caller without frame pointers that holds another value in rbp at each call: the walk
@@ -446,6 +492,7 @@ int main(void)
 	    cmocka_unit_test(test_no_table),
 	    cmocka_unit_test(test_garbage),
 	    cmocka_unit_test(test_memo),
+	    cmocka_unit_test(test_memo_from),
 	    cmocka_unit_test(test_memo_scratch_rbp),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
