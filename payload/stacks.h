@@ -34,7 +34,8 @@ struct hp_unwind_memo;
  * against from's, and *same says which one's last capture the frames equal (1: memo's,
  * 2: from's, 0: neither). */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
-			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from, int *same);
+			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from,
+			  int *same);
 uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
 
 struct hp_stack_cache;

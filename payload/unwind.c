@@ -804,8 +804,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	}
 	unsigned long gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
 	int again = m->n && !m->cap_hit && m->gen == gen && m->max == max;
-	int usable = from == m ? again
-			       : from->n && !from->cap_hit && from->gen == gen && from->max == max;
+	int usable =
+	    from == m ? again : from->n && !from->cap_hit && from->gen == gen && from->max == max;
 	struct hp_unwind_step pre[MEMO_PREFIX], s;
 	unsigned npre = 0, p = 0, n = 0;
 	uintptr_t look = 0;
@@ -974,10 +974,10 @@ __attribute__((noinline)) unsigned hp_unwind(uint64_t *frames, unsigned max, uin
 	return (unsigned)n;
 }
 
-__attribute__((noinline)) unsigned
-hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
-		    uintptr_t frame, struct hp_unwind_memo *m, const struct hp_unwind_memo *from,
-		    int *same)
+__attribute__((noinline)) unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max,
+						       uintptr_t drop_lo, uintptr_t drop_hi,
+						       uintptr_t frame, struct hp_unwind_memo *m,
+						       const struct hp_unwind_memo *from, int *same)
 {
 	int n = walk_frame_memo(frames, max, drop_lo, drop_hi, frame, m, m ? from : NULL, same);
 	if (n < 0)

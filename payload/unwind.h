@@ -22,7 +22,8 @@
  * without frame pointers uses it as a scratch register) need not match, so a walk splices
  * at the first frame it shares with the last one. *same says the frames equal the last
  * walk's; the memo's walked says how many steps this walk took by the rules. The memo may
- * be NULL.
+ * be NULL. hp_unwind_memo_from does the same with two memos of one thread: it splices against
+ * one's walk and keeps the result in the other.
  */
 #ifndef HEAPPROF_UNWIND_H
 #define HEAPPROF_UNWIND_H
@@ -78,8 +79,8 @@ unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
  * m (from may be m; both made with the same max); first, though, it is taken whole from m
  * when it is m's last walk again. *same is then 1 (m's last walk), or 2 when the frames
  * are from's last walk's, and m's tail_after is counted against from's walk. */
-unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo,
-			     uintptr_t drop_hi, uintptr_t frame, struct hp_unwind_memo *m,
+unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+			     uintptr_t frame, struct hp_unwind_memo *m,
 			     const struct hp_unwind_memo *from, int *same);
 
 /* The walk from a given register state of the calling thread (pc exact, not a return

@@ -269,9 +269,9 @@ __attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max,
 						      uintptr_t hi)
 {
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
-	unsigned n = memo_from ? hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from,
-						     &memo_same)
-			       : hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
+	unsigned n = memo_from
+			 ? hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from, &memo_same)
+			 : hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
 	__asm__ volatile("" ::: "memory");
 	return n;
 }
@@ -333,17 +333,14 @@ static void run_memo_shape(const struct memo_shape *s, struct memo_cap *c)
 }
 
 static const struct memo_shape shapes[] = {
-	    {S_RECURSE, 0, 5, 0, MAX, 0},   {S_RECURSE, 0, 5, 0, MAX, 1},
-	    {S_RECURSE, 0, 3, 0, MAX, 0},   {S_RECURSE, 0, 9, 0, MAX, 0},
-	    {S_RECURSE, 1, 9, 0, MAX, 0},   {S_RECURSE, 1, 9, 0, MAX, 1},
-	    {S_TWO_SITES, 0, 1, 0, MAX, 0}, {S_TWO_SITES, 0, 0, 0, MAX, 0},
-	    {S_TWO_SITES, 0, 0, 0, MAX, 1}, {S_TWO_SITES, 1, 1, 0, MAX, 0},
-	    {S_ALLOCA, 0, 3, 24, MAX, 0},   {S_ALLOCA, 0, 3, 40, MAX, 0},
-	    {S_ALLOCA, 0, 3, 40, MAX, 1},   {S_ALLOCA, 1, 4, 8, MAX, 0},
-	    {S_MIXED, 0, 3, 0, MAX, 0},	    {S_MIXED, 0, 3, 0, MAX, 1},
-	    {S_RECURSE, 0, 70, 0, 20, 0},   {S_RECURSE, 0, 60, 0, 20, 0},
-	    {S_RECURSE, 0, 60, 0, MAX, 0},  {S_RECURSE, 0, 6, 0, 8, 0},
-	    {S_RECURSE, 0, 2, 0, 8, 0},	    {S_RECURSE, 0, 2, 0, MAX, 0},
+    {S_RECURSE, 0, 5, 0, MAX, 0},   {S_RECURSE, 0, 5, 0, MAX, 1},   {S_RECURSE, 0, 3, 0, MAX, 0},
+    {S_RECURSE, 0, 9, 0, MAX, 0},   {S_RECURSE, 1, 9, 0, MAX, 0},   {S_RECURSE, 1, 9, 0, MAX, 1},
+    {S_TWO_SITES, 0, 1, 0, MAX, 0}, {S_TWO_SITES, 0, 0, 0, MAX, 0}, {S_TWO_SITES, 0, 0, 0, MAX, 1},
+    {S_TWO_SITES, 1, 1, 0, MAX, 0}, {S_ALLOCA, 0, 3, 24, MAX, 0},   {S_ALLOCA, 0, 3, 40, MAX, 0},
+    {S_ALLOCA, 0, 3, 40, MAX, 1},   {S_ALLOCA, 1, 4, 8, MAX, 0},    {S_MIXED, 0, 3, 0, MAX, 0},
+    {S_MIXED, 0, 3, 0, MAX, 1},	    {S_RECURSE, 0, 70, 0, 20, 0},   {S_RECURSE, 0, 60, 0, 20, 0},
+    {S_RECURSE, 0, 60, 0, MAX, 0},  {S_RECURSE, 0, 6, 0, 8, 0},	    {S_RECURSE, 0, 2, 0, 8, 0},
+    {S_RECURSE, 0, 2, 0, MAX, 0},
 };
 
 static void check_memo_shape(size_t i, const struct memo_cap *c)
@@ -484,16 +481,11 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_recursion),
-	    cmocka_unit_test(test_alloca),
-	    cmocka_unit_test(test_mixed),
-	    cmocka_unit_test(test_qsort_callback),
-	    cmocka_unit_test(test_thread),
-	    cmocka_unit_test(test_no_table),
-	    cmocka_unit_test(test_garbage),
-	    cmocka_unit_test(test_memo),
-	    cmocka_unit_test(test_memo_from),
-	    cmocka_unit_test(test_memo_scratch_rbp),
+	    cmocka_unit_test(test_recursion), cmocka_unit_test(test_alloca),
+	    cmocka_unit_test(test_mixed),     cmocka_unit_test(test_qsort_callback),
+	    cmocka_unit_test(test_thread),    cmocka_unit_test(test_no_table),
+	    cmocka_unit_test(test_garbage),   cmocka_unit_test(test_memo),
+	    cmocka_unit_test(test_memo_from), cmocka_unit_test(test_memo_scratch_rbp),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
