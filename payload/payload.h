@@ -106,8 +106,8 @@ static inline uintptr_t hp_self(void)
  * long. The caller masks the result. */
 static inline uint64_t hp_run_slot(uint64_t rest, uint64_t pos, unsigned run_bits)
 {
-	uint64_t h = (rest * 0x9e3779b97f4a7c15ull) >> 32, run = (1ull << run_bits) - 1;
-	return (h & ~run) | ((h + pos) & run);
+	uint64_t h = (rest * 0x9e3779b97f4a7c15ull) >> 32, in_run = (1ull << run_bits) - 1;
+	return (h & ~in_run) | ((h + pos) & in_run);
 }
 
 static inline uint64_t hp_hash64(uint64_t x)
