@@ -202,12 +202,10 @@ static struct hp_unwind_memo *memo_at(struct hp_thread *t, unsigned i)
  * thread's last walk, wherever that is kept (the best match for a recursion). */
 static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
 {
-	uintptr_t ra = *(const uintptr_t *)(frame + 8);
 	unsigned last = t->memo_last;
 	for (unsigned k = 0; k < HP_WALK_MEMOS; k++) {
 		unsigned i = (last + k) % HP_WALK_MEMOS;
-		const struct hp_unwind_memo *m = memo_at(t, i);
-		if (m->n && m->st[0].cfa == frame + 16 && m->st[0].ra == ra)
+		if (hp_unwind_memo_begins(memo_at(t, i), frame))
 			return i;
 	}
 	return (last + 1) % HP_WALK_MEMOS;
@@ -257,7 +255,7 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	if (thread_memos(t)) {
 		slot = memo_pick(t, frame);
 		m = memo_at(t, slot);
-		from = slot == t->memo_last ? m : memo_at(t, t->memo_last);
+		from = memo_at(t, t->memo_last);
 	}
 	unsigned d = hp_stack_capture(frames, hp.args.max_depth, frame, m, from, &same);
 	v.stack = capture_id(t, m, from, frames, d, same);

@@ -79,6 +79,12 @@ unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
  * m (from may be m; both made with the same max); first, though, it is taken whole from m
  * when it is m's last walk again. *same is then 1 (m's last walk), or 2 when the frames
  * are from's last walk's, and m's tail_after is counted against from's walk. */
+/* 1 if m's last walk began at frame: its first step, like every walk's from a frame
+ * address, read the return address at frame + 8 and the caller's rbp at frame. */
+static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_t frame)
+{
+	return m->n && m->st[0].bp_at == frame && m->st[0].ra == *(const uintptr_t *)(frame + 8);
+}
 unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			     uintptr_t frame, struct hp_unwind_memo *m,
 			     const struct hp_unwind_memo *from, int *same);
