@@ -131,20 +131,20 @@ void hp_site_tab_free(struct hp_site_tab *t)
 	*t = (struct hp_site_tab){0};
 }
 
-/* hp_thread_add's probe; with hp_threads_fenced, inside the owner's mark. */
-void hp_thread_add_slow(struct hp_thread *t, const struct hp_site_ctr *c)
+void hp_thread_add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c)
 {
-	struct hp_site_ctr *e;
-	if (hp_threads_fenced) {
-		unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
-		e = site_tab_add(&t->tab[a], c);
-		t->last[a] = e ? (uint32_t)(e - t->tab[a].e) + 1 : 0;
-	} else {
-		hp_spin_lock(&t->lock);
-		e = hp_site_tab_add(&t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)],
-				    c);
-		hp_spin_unlock(&t->lock);
-	}
+	struct hp_site_ctr *e = site_tab_add(&t->tab[a], c);
+	t->last[a] = e ? (uint32_t)(e - t->tab[a].e) + 1 : 0;
+	if (!e)
+		hp_own_add(&t->tot.lost, 1);
+}
+
+void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c)
+{
+	hp_spin_lock(&t->lock);
+	struct hp_site_ctr *e =
+	    hp_site_tab_add(&t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)], c);
+	hp_spin_unlock(&t->lock);
 	if (!e)
 		hp_own_add(&t->tot.lost, 1);
 }

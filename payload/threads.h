@@ -139,7 +139,10 @@ uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
 /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock (set once at init). */
 extern int hp_threads_fenced;
 
-void hp_thread_add_slow(struct hp_thread *t, const struct hp_site_ctr *c);
+/* hp_thread_add's probe of table a, inside the owner's mark; and its whole add without
+ * membarrier, under the record's lock. */
+void hp_thread_add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c);
+void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c);
 
 static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_ctr *c)
 {
@@ -155,7 +158,7 @@ static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_c
 static inline void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
 {
 	if (!hp_threads_fenced) {
-		hp_thread_add_slow(t, c);
+		hp_thread_add_locked(t, c);
 		return;
 	}
 	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
@@ -168,7 +171,7 @@ static inline void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *
 	if (i && t->tab[a].e[i - 1].key == c->key)
 		hp_site_ctr_add(&t->tab[a].e[i - 1], c);
 	else
-		hp_thread_add_slow(t, c);
+		hp_thread_add_probe(t, a, c);
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
 }
 
