@@ -752,16 +752,39 @@ static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, uintptr_t *sp
 	return s->ra != 0;
 }
 
-/* The walk when it is the last one again (a loop allocating at one place): its first step
- * is the memo's first, and every later one holds. Then the general path below would only
- * rewrite the memo as it is, bar stale rbp values no step reads; so only the frames are
- * copied. 0 when it is not, or when the general path has more to do (the memo's frames
- * reach max before its end, or the last walk was cut at max and this one could go on). */
-static int memo_again(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
-		      const struct hp_unwind_step *first, struct hp_unwind_memo *m, uintptr_t lo,
-		      uintptr_t hi)
+/* hp_unwind_memo_repeats. Each step's CFA is above the one before, and its saved rbp lies
+ * below it: with the first step at this frame (so the stack is this thread's) and the last
+ * CFA within the stack, every read is one the walk could make (memo_holds' bounds). */
+int hp_unwind_memo_repeats(const struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
-	if (!same_step(&m->st[0], first) || !memo_holds(m, 1, lo, hi))
+	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
+	    m->gen != atomic_load_explicit(&modules_gen, memory_order_relaxed))
+		return 0;
+	uintptr_t hi = stack_top(frame);
+	if (!hi || m->st[m->n - 1].cfa > hi)
+		return 0;
+	if ((m->st[0].flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)frame != m->st[0].bp)
+		return 0;
+	for (unsigned i = 1; i < m->n; i++) {
+		const struct hp_unwind_step *s = &m->st[i];
+		if (*(const uintptr_t *)(s->cfa - 8) != s->ra)
+			return 0;
+		if (s->bp_at && (s->bp_at < frame || ((s->flags & HP_STEP_BP_LIVE) &&
+						      *(const uintptr_t *)s->bp_at != s->bp)))
+			return 0;
+	}
+	return 1;
+}
+
+/* The walk when it is the last one again (a loop allocating at one place): the general
+ * path below would only rewrite the memo as it is, bar stale rbp values no step reads; so
+ * only the frames are copied. 0 when it is not, or when the general path has more to do
+ * (the memo's frames reach max before its end, or the last walk was cut at max and this
+ * one could go on). */
+static int memo_again(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+		      uintptr_t frame, struct hp_unwind_memo *m)
+{
+	if (!hp_unwind_memo_repeats(m, frame, max))
 		return 0;
 	unsigned n = 0;
 	for (unsigned i = 0; i < m->n; i++)
@@ -817,7 +840,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		if (r <= 0)
 			break;
 		if (!npre && again) {
-			int k = memo_again(frames, max, drop_lo, drop_hi, &s, m, lo, hi);
+			int k = memo_again(frames, max, drop_lo, drop_hi, frame, m);
 			if (k) {
 				*same = 1;
 				return k;

@@ -85,6 +85,11 @@ static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_
 {
 	return m->n && m->st[0].bp_at == frame && m->st[0].ra == *(const uintptr_t *)(frame + 8);
 }
+/* 1 if a walk from frame with max would be m's last walk again, without walking: m's first
+ * step began at frame, and every return address and every saved rbp a later step reads is
+ * still in place (the modules unchanged since). The id kept with the walk is then the
+ * walk's. */
+int hp_unwind_memo_repeats(const struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
 unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			     uintptr_t frame, struct hp_unwind_memo *m,
 			     const struct hp_unwind_memo *from, int *same);
