@@ -2,7 +2,7 @@
 """seeds.py - writes the fuzzers' seed corpus (fuzz/corpus/{stream,profile}/).
 
 Contract: `seeds.py DIR [PROFILE...]` writes small synthetic streams and profiles that
-reach every record type of src/common/hpformat.h (version 2) into DIR/stream and
+reach every record type of src/common/hpformat.h (version 3) into DIR/stream and
 DIR/profile, and for each real PROFILE (written by heapprof-attach, so zstd-compressed:
 the zstd command decompresses it; a raw one is taken as it is) copies its raw records to
 DIR/profile and derives the stream the viewer read: the same records without the
@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 MAGIC = b"HEAPPROF"
-VERSION = 2
+VERSION = 3
 HELLO, MODULE, STACK, SITES, ROUND, END, LIVE, SESSION, SYMBOL = 1, 2, 3, 4, 5, 6, 7, 16, 17
 VIEWER_ONLY = (SESSION, SYMBOL)
 EXE = "/usr/bin/true"

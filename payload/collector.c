@@ -500,6 +500,8 @@ static int round_once(uint32_t flags)
 	return rc;
 }
 
+_Atomic uint32_t hp_round_ms;
+
 static void *collector_main(void *arg)
 {
 	(void)arg;
@@ -515,6 +517,7 @@ static void *collector_main(void *arg)
 		if (!atomic_load(&c.stop))
 			syscall(SYS_futex, &c.wake, FUTEX_WAIT_PRIVATE, 0, &iv, NULL, 0);
 		int stop = atomic_load(&c.stop);
+		atomic_store_explicit(&hp_round_ms, hp_now_ms(), memory_order_relaxed);
 		if (mono_ns() - c.start_ns >= HP_PIPE_GRACE_S * 1000000000ull)
 			heapprof_release_pipe();
 		if (round_once(stop ? HP_ROUND_FINAL : 0) < 0) {

@@ -123,8 +123,9 @@ static uint64_t rate_now(void)
 
 /* A tracked block is gone: its site gets the free, weighted as its allocation was. A
  * sampled block stands for w frees: the w - 1 unsampled ones are counted (as misses) but
- * their bytes are not known, and (w - 1) * n estimates them. */
-static void free_found(struct hp_thread *t, const struct hp_live_val *v)
+ * their bytes are not known, and (w - 1) * n estimates them. temp: it was the thread's
+ * last allocation (hp_thread's last_alloc). */
+static void free_found(struct hp_thread *t, const struct hp_live_val *v, int temp)
 {
 	uint64_t n = v->size & ~HP_LIVE_SAMPLED, w = HP_FX_ONE;
 	if (v->size & HP_LIVE_SAMPLED) {
@@ -134,12 +135,11 @@ static void free_found(struct hp_thread *t, const struct hp_live_val *v)
 	}
 	hp_own_add(&t->tot.frees, 1);
 	hp_own_add(&t->tot.freed_bytes, n);
-	uint32_t age = hp_now_ms() - v->birth_ms;
 	struct hp_site_ctr c = {
 	    .key = hp_site_key(v->stack, hp_size_code(n)),
 	    .frees = w,
 	    .freed_bytes = w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n),
-	    .temp_frees = age < HP_TEMPORARY_MS ? w : 0,
+	    .temp_frees = temp ? w : 0,
 	};
 	hp_thread_add(t, &c);
 }
@@ -243,7 +243,8 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		return;
 	}
 	uint64_t rate = rate_now(), w = HP_FX_ONE;
-	struct hp_live_val old, v = {.size = n, .birth_ms = hp_now_ms()};
+	struct hp_live_val old,
+	    v = {.size = n, .birth_ms = atomic_load_explicit(&hp_round_ms, memory_order_relaxed)};
 	if (rate) {
 		w = hp_weight_fx(n, rate);
 		v.size |= HP_LIVE_SAMPLED;
@@ -277,7 +278,7 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	/* The address was freed behind our back (a signal handler, an unpatched module):
 	 * that block is gone, so its site gets the free. */
 	if (rc == 1)
-		free_found(t, &old);
+		free_found(t, &old, 0);
 	struct hp_site_ctr c = {
 	    .key = hp_site_key(v.stack, hp_size_code(n)),
 	    .allocs = w,
@@ -292,10 +293,21 @@ __attribute__((always_inline)) static inline void record_alloc(struct hp_thread 
 {
 	hp_own_add(&t->tot.allocs, 1);
 	hp_own_add(&t->tot.alloc_bytes, n);
+	t->last_alloc = (uintptr_t)p;
 	uint64_t rate = rate_now();
 	if (hp.args.mode == HP_MODE_FULL && rate && !hp_sample_hit(t, n, rate))
 		return;
 	record_alloc_rest(t, p, n, frame);
+}
+
+/* 1 if p was the thread's last allocation, which it then no longer is (a block freed by
+ * the program and given back to it from elsewhere is not freed at once). */
+static int take_last(struct hp_thread *t, void *p)
+{
+	if (t->last_alloc != (uintptr_t)p)
+		return 0;
+	t->last_alloc = 0;
+	return 1;
 }
 
 __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
@@ -306,7 +318,7 @@ __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
 	}
 	struct hp_live_val v;
 	if (hp_live_remove((uintptr_t)p, &v))
-		free_found(t, &v);
+		free_found(t, &v, take_last(t, p));
 	else
 		free_missed(t);
 }
@@ -368,6 +380,7 @@ __attribute__((always_inline)) static inline void *passed_over(struct hp_thread 
 {
 	t->guard = 0;
 	if (p) {
+		t->last_alloc = (uintptr_t)p;
 		t->countdown -= (int64_t)(n ? n : 1);
 		hp_own_add(&t->tot.allocs, 1);
 		hp_own_add(&t->tot.alloc_bytes, n);
@@ -414,13 +427,13 @@ static void *do_realloc(struct hp_thread *t, void *p, size_t n, void *(*real)(vo
 	void *q = real(p, n);
 	if (!q && n) {
 		if (had && hp_live_insert((uintptr_t)p, v, &old) < 0) {
-			free_found(t, &v);
+			free_found(t, &v, 0);
 			lost(t);
 		}
 		return NULL;
 	}
 	if (had)
-		free_found(t, &v);
+		free_found(t, &v, take_last(t, p));
 	else if (hp.args.mode == HP_MODE_FULL)
 		free_missed(t);
 	else

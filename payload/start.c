@@ -169,6 +169,7 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 {
 	hp.args = *args;
 	hp.start_ms = coarse_ms();
+	atomic_store(&hp_round_ms, 0);
 	atomic_store(&hp.rate, args->sample_rate);
 	atomic_store(&hp.went_sampled, 0);
 	hp.max_memory = args->max_memory;

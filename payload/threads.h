@@ -66,11 +66,13 @@ struct hp_totals {
 
 struct hp_thread {
 	_Atomic uintptr_t key; /* pthread_t; 0 = free */
-	int guard;	       /* set while the thread runs payload code on its own behalf */
+	uint8_t guard;	       /* set while the thread runs payload code on its own behalf */
+	uint8_t memo_none;     /* no memory for the walk memos (below): walk without */
 	hp_spin lock;	       /* only without membarrier */
 	_Atomic unsigned active;
 	_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */
 	unsigned retired;     /* collector: 1 + the table it flipped away from, or 0 */
+	unsigned memo_last;   /* the memo holding the thread's last walk */
 	struct hp_site_tab tab[2];
 	struct hp_totals tot;
 	int64_t countdown; /* sampling: bytes left before the next sampled allocation */
@@ -79,8 +81,9 @@ struct hp_thread {
 	 * for each of its last few allocation paths (HP_WALK_MEMOS in one mapping: hooks.c). */
 	struct hp_unwind_memo *memo;
 	struct hp_stack_cache *scache; /* stacks.h: made with the memos, NULL without */
-	unsigned memo_last;	       /* the memo holding the thread's last walk */
-	int memo_none;		       /* no memory for them: walk without */
+	/* The block of the thread's last allocation: freed before the thread allocates again,
+	 * it was a temporary one (hpformat.h). */
+	uintptr_t last_alloc;
 	/* The counter of each table that the owner's last add went to: a program mostly adds
 	 * to one site many times in a row (a loop's blocks, then their frees), and those adds
 	 * then skip the hash and the probe. Trusted only when its key is the event's, since

@@ -21,7 +21,7 @@ static const char *const sort_title[] = {
     [SORT_LIVE] = "live bytes",
     [SORT_RATE] = "allocation rate (bytes/s, last round)",
     [SORT_GROWTH] = "growth (slope of live bytes over the last rounds)",
-    [SORT_TEMP] = "temporary blocks (freed within 10 ms)",
+    [SORT_TEMP] = "temporary blocks (freed before the next allocation)",
 };
 
 struct row {

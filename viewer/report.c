@@ -71,8 +71,7 @@ static void lines_finish(struct hp_display *d, const struct hp_stats *st,
 		fprintf(o, "# per-site numbers are estimates from sampling (--max-memory was "
 			   "reached)\n");
 	if (nsites > 0)
-		fprintf(o, "# top call sites by allocations (temporary: freed within %d ms):\n",
-			HP_TEMPORARY_MS);
+		fprintf(o, "# top call sites by allocations (temporary: " HP_TEMPORARY_TEXT "):\n");
 	for (size_t i = 0; i < nsites; i++)
 		fprintf(
 		    o, "#   %12" PRIu64 " allocs %14" PRIu64 " bytes %12" PRIu64 " temporary  %s\n",

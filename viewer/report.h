@@ -32,7 +32,7 @@ struct hp_site_stat {
 	const char *label; /* "function (file:line)", or "0x... (module N)" */
 	uint64_t allocs;
 	uint64_t bytes;
-	uint64_t temp_frees; /* blocks freed within HP_TEMPORARY_MS of their allocation */
+	uint64_t temp_frees; /* temporary blocks (hpformat.h) */
 };
 
 void hp_stats_round(struct hp_stats *st, const struct hp_round *r);

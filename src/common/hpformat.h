@@ -33,8 +33,8 @@
 #include <assert.h>
 #include <stdint.h>
 
-#define HP_MAGIC "HEAPPROF" /* 8 bytes, no terminator in the file */
-#define HP_FORMAT_VERSION 2
+#define HP_MAGIC "HEAPPROF"    /* 8 bytes, no terminator in the file */
+#define HP_FORMAT_VERSION 3    /* 3: temporary frees as below, ages to the round */
 #define HP_REC_MAX (16u << 20) /* largest record body accepted */
 #define HP_MAX_DEPTH 128       /* most frames a stack may carry */
 
@@ -119,7 +119,11 @@ struct hp_sites {
 };
 
 #define HP_EXACT_SIZE_MAX 4096
-#define HP_TEMPORARY_MS 10 /* a block freed sooner than this after its allocation */
+
+/* A temporary block, as heaptrack has it: one freed right after its allocation, with no
+ * other allocation in between; here, by the thread that allocated it, before it allocated
+ * again. The phrase every report uses: */
+#define HP_TEMPORARY_TEXT "freed before their thread's next allocation"
 
 enum hp_size_key {
 	HP_SIZE_NONE = 0,
@@ -135,12 +139,13 @@ struct hp_site_delta {
 	uint64_t alloc_bytes; /* bytes requested by them */
 	uint64_t frees;	      /* frees of blocks allocated at this stack (since attach) */
 	uint64_t freed_bytes; /* their bytes */
-	uint64_t temp_frees;  /* of those frees, the blocks that lived < HP_TEMPORARY_MS */
+	uint64_t temp_frees;  /* of those frees, temporary blocks (HP_TEMPORARY_TEXT) */
 };
 
 /* LIVE (final round only, full mode): what is still allocated, per stack, with ages.
  * Followed by count entries of struct hp_live_site. Ages are in ms at the time of the
- * final ROUND; an entry covers every live block of its stack whatever its size. */
+ * final ROUND, from the start of the round each block was allocated in (so at most one
+ * interval too old); an entry covers every live block of its stack whatever its size. */
 struct hp_live {
 	uint32_t count;
 	uint32_t reserved;

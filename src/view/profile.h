@@ -56,7 +56,7 @@ struct pf_symbol {
 
 struct pf_totals {
 	uint64_t allocs, alloc_bytes, frees, freed_bytes;
-	uint64_t temp_frees; /* frees within HP_TEMPORARY_MS of the allocation */
+	uint64_t temp_frees; /* frees of temporary blocks (hpformat.h) */
 };
 
 /* A stack's live numbers after a round; a series holds only the rounds where they changed,

@@ -1,5 +1,5 @@
-/* temporary: the sites whose blocks are freed right after allocation (< HP_TEMPORARY_MS):
- * churn that a stack buffer or a reused object would avoid. */
+/* temporary: the sites whose blocks are freed right after allocation (hpformat.h's
+ * temporary blocks): churn that a stack buffer or a reused object would avoid. */
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -55,7 +55,7 @@ static void print_text(const struct profile *p, const struct pf_site *const *s, 
 {
 	char func[512], where[512];
 	if (!n) {
-		printf("No block was freed within %d ms of its allocation.\n", HP_TEMPORARY_MS);
+		printf("No temporary blocks (blocks " HP_TEMPORARY_TEXT ").\n");
 		return;
 	}
 	uint64_t *addrs = malloc(shown * sizeof *addrs + 1);
@@ -70,9 +70,8 @@ static void print_text(const struct profile *p, const struct pf_site *const *s, 
 		printf("%11" PRIu64 " %11" PRIu64 " %6.1f%%  %-*s  %s\n", s[i]->tot.temp_frees,
 		       s[i]->tot.allocs, 100 * share(s[i]), where[0] ? fw : 0, func, where);
 	}
-	printf("\nTEMPORARY: blocks freed less than %d ms after their allocation; SHARE: of the "
-	       "site's allocations.\n",
-	       HP_TEMPORARY_MS);
+	printf("\nTEMPORARY: blocks " HP_TEMPORARY_TEXT "; SHARE: of the site's "
+	       "allocations.\n");
 	report_shown(shown, n, "sites", "temporary blocks");
 }
 
@@ -109,7 +108,7 @@ static int run(int argc, char **argv)
 
 const struct view_cmd view_cmd_temporary = {
     .name = "temporary",
-    .summary = "List the sites whose blocks are freed within 10 ms of their allocation",
+    .summary = "List the sites whose blocks are freed before their thread allocates again",
     .options = "  --top N          show the first N sites (default 20 in text, all in JSON)\n",
     .run = run,
 };
