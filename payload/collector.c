@@ -386,7 +386,7 @@ static void live_cb(const struct hp_live_val *v, void *arg)
  * published before its block was inserted, so hp_stacks_each_new sends it after. */
 static void live_collect(void)
 {
-	uint64_t want = (hp_live_count() + 1024) * 2, cap = 1024;
+	uint64_t want = ((uint64_t)hp_stacks_end() + 1024) * 2, cap = 1024;
 	while (cap < want)
 		cap *= 2;
 	la.e = hp_map(cap * sizeof *la.e);

@@ -1,6 +1,11 @@
 #include "livemap.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "payload.h"
+#include "stacks.h"
 
 #define SHARDS 256u
 #define SHARD_MIN 256u
@@ -22,11 +27,203 @@ struct shard {
 
 static struct shard *shards;
 
+/* The direct map. A chunk serves 1 GiB of addresses: a bitmap of the pages of its words
+ * written so far (what it costs), then one word per 16 bytes, and one spare word so that
+ * the last granule's block has a word after it too. */
+#define DM_CHUNK_SHIFT 30
+#define DM_CHUNKS (1u << (47 - DM_CHUNK_SHIFT))
+#define DM_WORDS (1ull << (DM_CHUNK_SHIFT - 4))
+#define DM_WORDS_PER_PAGE 512u
+#define DM_PAGES ((DM_WORDS + 1 + DM_WORDS_PER_PAGE - 1) / DM_WORDS_PER_PAGE)
+_Static_assert(4096 / HP_LIVE_DIRECT_BYTES == DM_WORDS_PER_PAGE, "a 4 KiB page of words");
+
+struct dm_chunk {
+	_Atomic uint64_t written[(DM_PAGES + 63) / 64];
+	_Atomic uint64_t w[DM_WORDS + 1];
+};
+
+#define DM_CHUNK_BYTES (sizeof(struct dm_chunk))
+/* Besides its pages: the bitmap and the directory page its pointer is in, counted when
+ * the chunk is made (a conservative count of what they touch). */
+#define DM_CHUNK_FIXED (sizeof(((struct dm_chunk *)0)->written) + 4096)
+
+/* A block's word: bit 62 set and 63 clear; the stack id in bits 0-23, the size in 24-28
+ * (0 to 16, or DM_SIZE_NEXT: the next word holds it, with bit 63 set), sampled in bit 29,
+ * the birth in 30-61. The word after a block of more than 16 bytes lies inside the block,
+ * so no other live block has its own word there. */
+#define DM_BLOCK (1ull << 62)
+#define DM_NEXT (1ull << 63)
+#define DM_SIZE_NEXT 31u
+_Static_assert(HP_STACKS_MAX_IDS < (1u << 24), "stack ids fit in 24 bits");
+
+static _Atomic(struct dm_chunk *) *dm_dir; /* DM_CHUNKS pointers; NULL: the map is off */
+static _Atomic uint64_t dm_bytes;	   /* what the chunks count in hp_mapped_bytes */
+
+static int is_block(uint64_t e)
+{
+	return (e & (DM_BLOCK | DM_NEXT)) == DM_BLOCK;
+}
+
+/* Reserving half a GiB of address space per GiB of heap costs nothing, but where the target's
+ * address space is capped (RLIMIT_AS) or every mapping is charged (vm.overcommit_memory
+ * 2, which ignores MAP_NORESERVE) it would be taken from the target: then the table alone. */
+static int dm_allowed(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)
+		return 0;
+	char mode = '2';
+	int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &mode, 1) != 1)
+			mode = '2';
+		close(fd);
+	}
+	return mode != '2';
+}
+
+__attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
+{
+	if (!hp_mem_admit(DM_CHUNK_FIXED))
+		return NULL;
+	struct dm_chunk *p = hp_reserve(DM_CHUNK_BYTES), *none = NULL;
+	if (!p)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&dm_dir[c], &none, p)) {
+		hp_unreserve(p, DM_CHUNK_BYTES);
+		return none;
+	}
+	atomic_fetch_add(&dm_bytes, DM_CHUNK_FIXED);
+	atomic_fetch_add(&hp_mapped_bytes, DM_CHUNK_FIXED);
+	return p;
+}
+
+/* 1 if the block at addr has its word in the direct map, never an entry in the table. */
+static inline int dm_covers(uintptr_t addr)
+{
+	return dm_dir && !(addr & 15) && !(addr >> 47);
+}
+
+/* The chunk of a covered addr; make: made if missing (NULL when that fails: the insert is
+ * dropped). */
+static inline struct dm_chunk *dm_chunk_of(uintptr_t addr, int make)
+{
+	uintptr_t c = addr >> DM_CHUNK_SHIFT;
+	struct dm_chunk *p = atomic_load_explicit(&dm_dir[c], memory_order_acquire);
+	return p || !make ? p : dm_make(c);
+}
+
+static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
+{
+	return &c->w[(addr >> 4) & (DM_WORDS - 1)];
+}
+
+/* Admits the page of word w before its first write. */
+static inline int dm_page(struct dm_chunk *c, const _Atomic uint64_t *w)
+{
+	uint64_t pg = (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE, bit = 1ull << (pg & 63);
+	_Atomic uint64_t *b = &c->written[pg / 64];
+	if (atomic_load_explicit(b, memory_order_relaxed) & bit)
+		return 1;
+	if (!hp_mem_admit(4096))
+		return 0;
+	if (!(atomic_fetch_or(b, bit) & bit)) {
+		atomic_fetch_add(&dm_bytes, 4096);
+		atomic_fetch_add(&hp_mapped_bytes, 4096);
+	}
+	return 1;
+}
+
+static uint64_t dm_pack(struct hp_live_val v)
+{
+	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+	return DM_BLOCK | v.stack | (n <= 16 ? n : DM_SIZE_NEXT) << 24 |
+	       (v.size & HP_LIVE_SAMPLED ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
+}
+
+/* A size word overwritten by another block's (a block freed behind the payload's back,
+ * whose memory went to another) leaves the size unknown: 0. */
+static struct hp_live_val dm_unpack(uint64_t e, const _Atomic uint64_t *w)
+{
+	struct hp_live_val v = {.stack = e & 0xffffff, .birth_ms = (uint32_t)(e >> 30)};
+	uint64_t n = e >> 24 & 31;
+	if (n == DM_SIZE_NEXT) {
+		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);
+		n = x & DM_NEXT ? x & ~DM_NEXT : 0;
+	}
+	v.size = n | (e & (1ull << 29) ? HP_LIVE_SAMPLED : 0);
+	return v;
+}
+
+static inline int dm_insert(struct dm_chunk *c, _Atomic uint64_t *w, struct hp_live_val v,
+			    struct hp_live_val *old)
+{
+	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+	if (!dm_page(c, w) || (n > 16 && !dm_page(c, w + 1)))
+		return -1;
+	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
+	int rc = 0;
+	if (is_block(e)) {
+		*old = dm_unpack(e, w);
+		rc = 1;
+	}
+	if (n > 16)
+		atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
+	/* Release: hp_live_each, reading the block's word, reads its size word after it. */
+	atomic_store_explicit(w, dm_pack(v), memory_order_release);
+	return rc;
+}
+
+static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
+{
+	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
+	if (!is_block(e))
+		return 0;
+	*v = dm_unpack(e, w);
+	atomic_store_explicit(w, 0, memory_order_relaxed);
+	return 1;
+}
+
+static void dm_each(hp_live_fn fn, void *arg)
+{
+	for (unsigned i = 0; i < DM_CHUNKS; i++) {
+		struct dm_chunk *c = atomic_load_explicit(&dm_dir[i], memory_order_acquire);
+		for (uint64_t pg = 0; c && pg < DM_PAGES; pg++) {
+			if (!(atomic_load_explicit(&c->written[pg / 64], memory_order_relaxed) &
+			      1ull << (pg & 63)))
+				continue;
+			uint64_t end = (pg + 1) * DM_WORDS_PER_PAGE;
+			for (uint64_t j = pg * DM_WORDS_PER_PAGE; j < end && j < DM_WORDS; j++) {
+				uint64_t e = atomic_load_explicit(&c->w[j], memory_order_acquire);
+				if (is_block(e)) {
+					struct hp_live_val v = dm_unpack(e, &c->w[j]);
+					fn(&v, arg);
+				}
+			}
+		}
+	}
+}
+
+static void dm_fini(void)
+{
+	for (unsigned i = 0; dm_dir && i < DM_CHUNKS; i++) {
+		struct dm_chunk *c = atomic_load(&dm_dir[i]);
+		if (c)
+			hp_unreserve(c, DM_CHUNK_BYTES);
+	}
+	if (dm_dir)
+		hp_unreserve(dm_dir, DM_CHUNKS * sizeof *dm_dir);
+	dm_dir = NULL;
+	atomic_fetch_sub(&hp_mapped_bytes, atomic_exchange(&dm_bytes, 0));
+}
+
 _Atomic uint8_t *hp_live_filter;
 
 int hp_live_init(int filtered)
 {
 	shards = hp_map(SHARDS * sizeof *shards);
+	if (!dm_dir && dm_allowed())
+		dm_dir = hp_reserve(DM_CHUNKS * sizeof *dm_dir);
 	if (filtered)
 		hp_live_filter = hp_map(HP_LIVE_FILTER_SLOTS);
 	return shards && (hp_live_filter || !filtered) ? 0 : -1;
@@ -34,6 +231,7 @@ int hp_live_init(int filtered)
 
 void hp_live_fini(void)
 {
+	dm_fini();
 	if (hp_live_filter)
 		hp_unmap((void *)hp_live_filter, HP_LIVE_FILTER_SLOTS);
 	hp_live_filter = NULL;
@@ -110,18 +308,14 @@ static int grow(struct shard *s)
 	return 0;
 }
 
-int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
+static int table_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
 {
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);
 	int rc = 0;
-	if (hp_live_filter)
-		filter_step(addr, 1);
 	hp_spin_lock(&s->lock);
 	if ((!s->e || (s->count + 1) * 4 > ((uint64_t)s->mask + 1) * 3) && grow(s) < 0) {
 		hp_spin_unlock(&s->lock);
-		if (hp_live_filter)
-			filter_step(addr, 0);
 		return -1;
 	}
 	uint32_t i = (uint32_t)h & s->mask;
@@ -135,12 +329,27 @@ int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old
 	}
 	s->e[i] = (struct entry){.addr = addr, .v = v};
 	hp_spin_unlock(&s->lock);
-	if (rc == 1 && hp_live_filter)
+	return rc;
+}
+
+int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
+{
+	int rc;
+	if (hp_live_filter)
+		filter_step(addr, 1);
+	if (dm_covers(addr)) {
+		struct dm_chunk *c = dm_chunk_of(addr, 1);
+		rc = c ? dm_insert(c, dm_word(c, addr), v, old) : -1;
+	} else {
+		rc = table_insert(addr, v, old);
+	}
+	/* Replaced, the address still counts once; dropped, not at all. */
+	if (rc != 0 && hp_live_filter)
 		filter_step(addr, 0);
 	return rc;
 }
 
-int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
+static int table_remove(uintptr_t addr, struct hp_live_val *v)
 {
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);
@@ -172,21 +381,27 @@ int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
 	s->e[i] = (struct entry){0};
 	s->count--;
 	hp_spin_unlock(&s->lock);
-	if (hp_live_filter)
-		filter_step(addr, 0);
 	return 1;
 }
 
-uint64_t hp_live_count(void)
+int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
 {
-	uint64_t n = 0;
-	for (unsigned i = 0; i < SHARDS; i++)
-		n += __atomic_load_n(&shards[i].count, __ATOMIC_RELAXED);
-	return n;
+	int rc;
+	if (dm_covers(addr)) {
+		struct dm_chunk *c = dm_chunk_of(addr, 0);
+		rc = c && dm_remove(dm_word(c, addr), v);
+	} else {
+		rc = table_remove(addr, v);
+	}
+	if (rc && hp_live_filter)
+		filter_step(addr, 0);
+	return rc;
 }
 
 void hp_live_each(hp_live_fn fn, void *arg)
 {
+	if (dm_dir)
+		dm_each(fn, arg);
 	for (unsigned i = 0; i < SHARDS; i++) {
 		struct shard *s = &shards[i];
 		hp_spin_lock(&s->lock);

@@ -1,14 +1,23 @@
 /* livemap.h - the exact map of live blocks: address -> (stack id, size, birth, sampled).
  *
- * Contract: sharded by 2 MB address region (see shard_of in livemap.c); each shard is
- * an open-addressed table (linear probing, backward-shift deletion) in mmap'd memory,
- * grown under its own spinlock when hp_mem_admit allows it. An entry is
- * HP_LIVE_ENTRY_BYTES. Nothing here calls out of the payload while holding a lock but the
- * mmap of a grow. A refused or failed grow drops the insert (the caller counts it lost;
- * its later free is then a miss).
+ * Contract: two parts, chosen by address. A block at a 16-byte aligned address below 2^47
+ * (every block of glibc's malloc, most of any other allocator's) has a word of the direct
+ * map at a place computed from the address alone: an insert is a store, a remove a load and
+ * a store, with no hash, probe or lock; the program's own ordering of a block's allocation
+ * and its free orders the two. Its memory is reserved per GiB of addresses holding a
+ * tracked block and spent per 4 KiB page first written, each page covering 8 KiB of
+ * addresses (HP_LIVE_DIRECT_BYTES per 16 bytes; a block over 16 bytes keeps its size in
+ * the word after its own). Any other block, and every block when the direct map is off
+ * (the target has an address-space limit or strict overcommit, where reserving address
+ * space costs it), goes to the table: sharded by 2 MB address region (shard_of in
+ * livemap.c), each shard an open-addressed table (linear probing, backward-shift
+ * deletion) of HP_LIVE_ENTRY_BYTES entries, grown under its own spinlock.
+ * Every page and every grow asks hp_mem_admit first; a refusal drops the insert (the
+ * caller counts it lost; its later free is then a miss). Nothing here calls out of the
+ * payload while holding a lock but the mmap of a grow.
  * When sampling from the start, most frees are of blocks never inserted: a filter of
- * saturating counters by address (hp_live_absent, one load) spares them the locked
- * lookup. A sampling switch mid-run leaves it off, since blocks are already in the map.
+ * saturating counters by address (hp_live_absent, one load) spares them the lookup. A
+ * sampling switch mid-run leaves it off, since blocks are already in the map.
  */
 #ifndef HEAPPROF_LIVEMAP_H
 #define HEAPPROF_LIVEMAP_H
@@ -21,7 +30,7 @@
 
 struct hp_live_val {
 	uint32_t stack;
-	uint32_t birth_ms; /* hp_now_ms at the allocation */
+	uint32_t birth_ms; /* hp_round_ms at the allocation */
 	uint64_t size;	   /* requested bytes | HP_LIVE_SAMPLED */
 };
 
@@ -57,9 +66,8 @@ static inline int hp_live_absent(uintptr_t addr)
 /* 1 = removed (*v is what it held); 0 = not there. */
 int hp_live_remove(uintptr_t addr, struct hp_live_val *v);
 
-/* Blocks in the map now (racy sum: a sizing hint). */
-uint64_t hp_live_count(void);
-/* Calls fn for every entry, one shard at a time under its lock: fn must not call out. */
+/* Calls fn for every entry, the table one shard at a time under its lock: fn must not
+ * call out. Inserts and removes made meanwhile may or may not be seen. */
 typedef void (*hp_live_fn)(const struct hp_live_val *v, void *arg);
 void hp_live_each(hp_live_fn fn, void *arg);
 

@@ -4,8 +4,11 @@
  * hp_map/hp_unmap (mmap), which keep hp_mapped_bytes, the payload_bytes of each ROUND.
  * Growth that the payload could do without (live map, site tables) asks hp_mem_admit
  * first: the first refusal (max_memory reached) switches recording to sampling for good.
- * A live block costs HP_LIVE_ENTRY_BYTES (24) in the live map, whose tables are kept
- * between 3/8 and 3/4 full: 32 to 64 bytes per live tracked block, 43 on average.
+ * A live block costs the live map (livemap.h) HP_LIVE_DIRECT_BYTES (8) per 16 bytes of
+ * addresses in the direct map, spent by 4 KiB page: 8 to 16 bytes a block where blocks
+ * are small and dense, up to a page per 8 KiB of addresses holding a tracked block where
+ * they are sparse; or HP_LIVE_ENTRY_BYTES (24) in the table, whose shards are kept between
+ * 3/8 and 3/4 full: 32 to 64 bytes a block, 43 on average.
  * hp_spin is a test-and-set lock for short critical sections that never call out of the
  * payload; a holder may be preempted, so waiters yield after a few spins.
  */
@@ -40,6 +43,7 @@ struct hp_payload {
 };
 
 #define HP_LIVE_ENTRY_BYTES 24
+#define HP_LIVE_DIRECT_BYTES 8
 /* Sampling rate used when max_memory is reached and none was given. */
 #define HP_DEFAULT_SAMPLE_RATE (512u << 10)
 /* The default max_memory: the larger of this and HP_DEFAULT_MAX_MEMORY_PCT% of the RSS. */

@@ -34,7 +34,7 @@ static struct {
 
 int hp_stacks_init(uint64_t max_memory)
 {
-	st.max_ids = 1u << 18;
+	st.max_ids = HP_STACKS_MAX_IDS;
 	st.arena_cap = 8u << 20;
 	if (max_memory && max_memory / 4 / sizeof(uint64_t) < st.arena_cap) {
 		st.arena_cap = max_memory / 4 / sizeof(uint64_t);
@@ -74,6 +74,12 @@ uint64_t hp_stacks_bytes(void)
 		used = st.arena_cap;
 	return (uint64_t)ids * sizeof(struct ent) + (uint64_t)ids * 2 * sizeof(uint32_t) +
 	       used * sizeof(uint64_t);
+}
+
+uint32_t hp_stacks_end(void)
+{
+	uint32_t end = atomic_load_explicit(&st.next_id, memory_order_acquire);
+	return end > st.max_ids + 1 ? st.max_ids + 1 : end;
 }
 
 /* The fast unwinder, whose results equal libgcc's _Unwind_Backtrace (linked in privately)
@@ -240,9 +246,7 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, const ui
 void hp_stacks_each_new(hp_stack_fn fn, void *arg)
 {
 	hp_unwind_check_modules();
-	uint32_t end = atomic_load_explicit(&st.next_id, memory_order_acquire);
-	if (end > st.max_ids + 1)
-		end = st.max_ids + 1;
+	uint32_t end = hp_stacks_end();
 	int contiguous = 1;
 	for (uint32_t id = st.sent_upto; id < end; id++) {
 		struct ent *e = &st.ents[id];

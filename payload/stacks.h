@@ -24,6 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Ids never exceed this (livemap.c packs them in 24 bits). */
+#define HP_STACKS_MAX_IDS (1u << 18)
+
 int hp_stacks_init(uint64_t max_memory);
 void hp_stacks_fini(void);
 
@@ -51,5 +54,7 @@ void hp_stacks_each_new(hp_stack_fn fn, void *arg);
 
 /* Bytes of the table in use. */
 uint64_t hp_stacks_bytes(void);
+/* One more than the largest id handed out so far. */
+uint32_t hp_stacks_end(void);
 
 #endif

@@ -428,19 +428,19 @@ hp_stop_target()
 # Rounds printed by heapprof-attach --batch (the viewer's stdout).
 HP_ROUND_RE='^round=[0-9]+ time=[0-9]+\.[0-9]{3} allocs=[0-9]+ frees=[0-9]+ allocated=[0-9]+ live=[0-9]+ rss=[0-9]+$'
 
-# hp_profile_go TARGET T K: starts TARGET T K, attaches with --batch, has the target do one
-# round of work, waits for two round lines after it (the first may have been collected
+# hp_profile_go TARGET ARG...: starts TARGET ARG..., attaches with --batch, has the target
+# do one round of work, waits for two round lines after it (the first may have been collected
 # before the last free), ends the session with heapprof-detach and checks the target is
 # restored. The profile is $hp_tmp/p.hpf; the target is left running.
 hp_profile_go()
 {
 	local target=$1 fds rounds
 
-	hp_start_target "$target" "$2" "$3"
+	hp_start_target "$target" "${@:2}"
 	fds=$(hp_fd_count "$TARGET_PID")
 	hp_maps_clean "$TARGET_PID" || hp_error "the target maps heapprof before attaching"
 	hp_attach --batch --output "$hp_tmp/p.hpf" "$TARGET_PID"
-	hp_ok "heapprof-attach attached to ${target##*/} $2 $3 (pid $TARGET_PID)"
+	hp_ok "heapprof-attach attached to ${target##*/} ${*:2} (pid $TARGET_PID)"
 	hp_send go
 	hp_wait_line "$TARGET_OUT" '^done$' 30 || hp_fail "the target did not finish its work"
 	rounds=$(hp_count_lines "$hp_tmp/attach.out" "$HP_ROUND_RE")
@@ -474,12 +474,12 @@ hp_check_overview_allocs()
 	hp_ok "overview: pid $TARGET_PID, at least $1 allocations"
 }
 
-# hp_e2e_exact TARGET: the exact-counts test for one build of mt-target: with T threads
-# doing K allocations each of 48 + index bytes and every second block freed by another
-# thread, the worker_alloc site must show exactly those numbers.
+# hp_e2e_exact TARGET [B]: the exact-counts test for one build of mt-target: with T threads
+# doing K allocations each of B (default 48) + index bytes and every second block freed by
+# another thread, the worker_alloc site must show exactly those numbers.
 hp_e2e_exact()
 {
-	local target=$1 T=4 K=1000 line i
+	local target=$1 B=${2:-48} T=4 K=1000 line i
 	local allocs frees abytes=0 lblocks lbytes=0
 
 	hp_require_python
@@ -487,13 +487,13 @@ hp_e2e_exact()
 	hp_require_binaries "$target"
 	line=$(hp_source_line "$top_srcdir/tests/targets/mt-target.c" '/* HP_SITE */') || exit 99
 
-	hp_profile_go "$target" $T $K
+	hp_profile_go "$target" $T $K "$B"
 	allocs=$((T * K))
 	frees=$((T * (K / 2)))
 	lblocks=$((allocs - frees))
 	for ((i = 0; i < T; i++)); do
-		abytes=$((abytes + K * (48 + i)))
-		lbytes=$((lbytes + (K - K / 2) * (48 + i)))
+		abytes=$((abytes + K * (B + i)))
+		lbytes=$((lbytes + (K - K / 2) * (B + i)))
 	done
 	hp_view_json hotspots --top 0
 	hp_check_site "$hp_tmp/hotspots.json" worker_alloc mt-target.c "$line" \

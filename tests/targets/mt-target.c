@@ -1,8 +1,10 @@
 /* mt-target.c - a multi-threaded allocation workload whose counts are known exactly.
  *
- * Contract: `mt-target T K` starts T worker threads and prints "ready". It then reads
+ * Contract: `mt-target T K [B]` starts T worker threads and prints "ready". It then reads
  * commands, one per line, from stdin and answers on stdout (flushed):
- *   go    every worker calls worker_alloc() exactly K times with block size 48 + its index
+ *   go    every worker calls worker_alloc() exactly K times with block size B + its index
+ *         (B defaults to 48; a B of 1 makes blocks that an allocator with an 8-byte size
+ *         class places at addresses that are not 16-byte aligned)
  *         (one call site, the line marked HP_SITE); when all have, worker (i + 1) % T frees
  *         every odd-indexed block of worker i (a cross-thread free when T > 1); then "done".
  *         A later "go" first frees the blocks kept from the previous one.
@@ -27,6 +29,7 @@ struct worker {
 
 static unsigned nthreads;
 static unsigned nallocs;
+static unsigned base_size = 48;
 static struct worker *workers;
 static pthread_barrier_t allocated;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,7 +58,7 @@ __attribute__((noinline, noclone)) unsigned char *worker_alloc(size_t size, unsi
 
 static size_t block_size(const struct worker *w)
 {
-	return 48 + w->index;
+	return base_size + w->index;
 }
 
 static unsigned char block_fill(const struct worker *w, unsigned k)
@@ -162,12 +165,14 @@ int main(int argc, char **argv)
 {
 	char line[64];
 
-	if (argc != 3) {
-		fputs("usage: mt-target THREADS ALLOCS-PER-THREAD\n", stderr);
+	if (argc != 3 && argc != 4) {
+		fputs("usage: mt-target THREADS ALLOCS-PER-THREAD [BASE-SIZE]\n", stderr);
 		return 2;
 	}
 	nthreads = parse_count(argv[1], "thread count");
 	nallocs = parse_count(argv[2], "allocation count");
+	if (argc == 4)
+		base_size = parse_count(argv[3], "base size");
 	workers = calloc(nthreads, sizeof(*workers));
 	if (!workers || pthread_barrier_init(&allocated, NULL, nthreads)) {
 		fputs("mt-target: cannot set up the workers\n", stderr);

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -548,10 +550,9 @@ static void work_sizes(int k)
 		free(held[k][i]);
 }
 
-static void test_sizes_and_live(void **state)
+/* What test_sizes_and_live and test_address_limit check of a work_sizes session. */
+static void check_sizes_and_live(void)
 {
-	(void)state;
-	session(&args, work_sizes);
 	struct hp_site_delta t = keyed_sum((void *)site_malloc, HP_SIZE_EXACT, 100);
 	assert_int_equal(t.allocs, NW * NTEMP);
 	assert_int_equal(t.alloc_bytes, NW * NTEMP * 100);
@@ -589,6 +590,57 @@ static void test_sizes_and_live(void **state)
 	for (int k = 0; k < NW; k++)
 		for (int i = NKEEP; i < NKEEP + NLIVE; i++)
 			free(held[k][i]);
+}
+
+static void test_sizes_and_live(void **state)
+{
+	(void)state;
+	session(&args, work_sizes);
+	check_sizes_and_live();
+}
+
+/* VmSize of this process in KiB, read without allocating (the payload is recording). */
+static long vm_size_kb(void)
+{
+	static char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	const char *v = strstr(buf, "VmSize:");
+	return v ? strtol(v + 7, NULL, 10) : -1;
+}
+
+static long vm_during_kb;
+
+static void work_sizes_vm(int k)
+{
+	work_sizes(k);
+	if (k == 0)
+		vm_during_kb = vm_size_kb();
+}
+
+/* Under an address-space limit the live map reserves no direct map, whose address space
+ * would come out of the target's allowance, and keeps every block in its table: the counts
+ * are the same, and the address space grows by far less than a direct map chunk. */
+static void test_address_limit(void **state)
+{
+	(void)state;
+	struct rlimit old, lim;
+	assert_int_equal(getrlimit(RLIMIT_AS, &old), 0);
+	long before = vm_size_kb();
+	assert_true(before > 0);
+	lim = old;
+	lim.rlim_cur = ((rlim_t)before << 10) + (1ull << 30);
+	assert_int_equal(setrlimit(RLIMIT_AS, &lim), 0);
+	session(&args, work_sizes_vm);
+	assert_int_equal(setrlimit(RLIMIT_AS, &old), 0);
+	check_sizes_and_live();
+	print_message("address space grew by %ld KiB under RLIMIT_AS\n", vm_during_kb - before);
+	assert_true(vm_during_kb > 0 && vm_during_kb - before < (256l << 10));
 }
 
 #define NB 2000
@@ -867,7 +919,7 @@ int main(void)
 	    cmocka_unit_test(test_reader_gone), cmocka_unit_test(test_sizes_and_live),
 	    cmocka_unit_test(test_basic),	cmocka_unit_test(test_extended),
 	    cmocka_unit_test(test_sampling),	cmocka_unit_test(test_max_memory),
-	    cmocka_unit_test(test_paths),
+	    cmocka_unit_test(test_paths),	cmocka_unit_test(test_address_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
