@@ -118,13 +118,8 @@ static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
 	return &c->w[(addr >> 4) & (DM_WORDS - 1)];
 }
 
-/* Admits the page of word w before its first write. */
-static inline int dm_page(struct dm_chunk *c, const _Atomic uint64_t *w)
+__attribute__((noinline)) static int dm_admit_page(_Atomic uint64_t *b, uint64_t bit)
 {
-	uint64_t pg = (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE, bit = 1ull << (pg & 63);
-	_Atomic uint64_t *b = &c->written[pg / 64];
-	if (atomic_load_explicit(b, memory_order_relaxed) & bit)
-		return 1;
 	if (!hp_mem_admit(4096))
 		return 0;
 	if (!(atomic_fetch_or(b, bit) & bit)) {
@@ -132,6 +127,14 @@ static inline int dm_page(struct dm_chunk *c, const _Atomic uint64_t *w)
 		atomic_fetch_add(&hp_mapped_bytes, 4096);
 	}
 	return 1;
+}
+
+/* Admits the page of word w before its first write. */
+static inline int dm_page(struct dm_chunk *c, const _Atomic uint64_t *w)
+{
+	uint64_t pg = (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE, bit = 1ull << (pg & 63);
+	_Atomic uint64_t *b = &c->written[pg / 64];
+	return (atomic_load_explicit(b, memory_order_relaxed) & bit) || dm_admit_page(b, bit);
 }
 
 static uint64_t dm_pack(struct hp_live_val v)
@@ -222,7 +225,8 @@ _Atomic uint8_t *hp_live_filter;
 int hp_live_init(int filtered)
 {
 	shards = hp_map(SHARDS * sizeof *shards);
-	if (!dm_dir && dm_allowed())
+	/* Sampled blocks are sparse: a page of words for each would cost more than the table. */
+	if (!dm_dir && !filtered && dm_allowed())
 		dm_dir = hp_reserve(DM_CHUNKS * sizeof *dm_dir);
 	if (filtered)
 		hp_live_filter = hp_map(HP_LIVE_FILTER_SLOTS);
@@ -308,7 +312,8 @@ static int grow(struct shard *s)
 	return 0;
 }
 
-static int table_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
+__attribute__((noinline)) static int table_insert(uintptr_t addr, struct hp_live_val v,
+						  struct hp_live_val *old)
 {
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);
@@ -349,7 +354,7 @@ int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old
 	return rc;
 }
 
-static int table_remove(uintptr_t addr, struct hp_live_val *v)
+__attribute__((noinline)) static int table_remove(uintptr_t addr, struct hp_live_val *v)
 {
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);

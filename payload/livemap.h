@@ -9,7 +9,8 @@
  * addresses (HP_LIVE_DIRECT_BYTES per 16 bytes; a block over 16 bytes keeps its size in
  * the word after its own). Any other block, and every block when the direct map is off
  * (the target has an address-space limit or strict overcommit, where reserving address
- * space costs it), goes to the table: sharded by 2 MB address region (shard_of in
+ * space costs it; or only sampled blocks are recorded, too sparse to fill pages), goes
+ * to the table: sharded by 2 MB address region (shard_of in
  * livemap.c), each shard an open-addressed table (linear probing, backward-shift
  * deletion) of HP_LIVE_ENTRY_BYTES entries, grown under its own spinlock.
  * Every page and every grow asks hp_mem_admit first; a refusal drops the insert (the
