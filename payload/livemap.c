@@ -98,7 +98,8 @@ __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
 	return p;
 }
 
-/* 1 if the block at addr has its word in the direct map, never an entry in the table. */
+/* 1 if the block at addr has its word in the direct map, never an entry in the table (nor
+ * a count in the filter: the direct map is off when it is on). */
 static inline int dm_covers(uintptr_t addr)
 {
 	return dm_dir && !(addr & 15) && !(addr >> 47);
@@ -129,11 +130,26 @@ __attribute__((noinline)) static int dm_admit_page(_Atomic uint64_t *b, uint64_t
 	return 1;
 }
 
+static inline _Atomic uint64_t *dm_bits(struct dm_chunk *c, const _Atomic uint64_t *w,
+					uint64_t *bit)
+{
+	uint64_t pg = (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE;
+	*bit = 1ull << (pg & 63);
+	return &c->written[pg / 64];
+}
+
+/* 1 if the page of word w was admitted and written already. */
+static inline int dm_written(struct dm_chunk *c, const _Atomic uint64_t *w)
+{
+	uint64_t bit;
+	return (atomic_load_explicit(dm_bits(c, w, &bit), memory_order_relaxed) & bit) != 0;
+}
+
 /* Admits the page of word w before its first write. */
 static inline int dm_page(struct dm_chunk *c, const _Atomic uint64_t *w)
 {
-	uint64_t pg = (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE, bit = 1ull << (pg & 63);
-	_Atomic uint64_t *b = &c->written[pg / 64];
+	uint64_t bit;
+	_Atomic uint64_t *b = dm_bits(c, w, &bit);
 	return (atomic_load_explicit(b, memory_order_relaxed) & bit) || dm_admit_page(b, bit);
 }
 
@@ -337,7 +353,8 @@ __attribute__((noinline)) static int table_insert(uintptr_t addr, struct hp_live
 	return rc;
 }
 
-int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
+__attribute__((noinline)) static int insert_slow(uintptr_t addr, struct hp_live_val v,
+						 struct hp_live_val *old)
 {
 	int rc;
 	if (hp_live_filter)
@@ -352,6 +369,26 @@ int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old
 	if (rc != 0 && hp_live_filter)
 		filter_step(addr, 0);
 	return rc;
+}
+
+/* The common insert has no call but a tail call, so it saves no register: a block of the
+ * direct map (never with the filter, which only sampling from the start uses) whose pages
+ * are written already and whose word is free. */
+int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
+{
+	if (dm_covers(addr)) {
+		struct dm_chunk *c = dm_chunk_of(addr, 0);
+		_Atomic uint64_t *w;
+		uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+		if (c && dm_written(c, w = dm_word(c, addr)) && (n <= 16 || dm_written(c, w + 1)) &&
+		    !is_block(atomic_load_explicit(w, memory_order_relaxed))) {
+			if (n > 16)
+				atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
+			atomic_store_explicit(w, dm_pack(v), memory_order_release);
+			return 0;
+		}
+	}
+	return insert_slow(addr, v, old);
 }
 
 __attribute__((noinline)) static int table_remove(uintptr_t addr, struct hp_live_val *v)
@@ -386,21 +423,18 @@ __attribute__((noinline)) static int table_remove(uintptr_t addr, struct hp_live
 	s->e[i] = (struct entry){0};
 	s->count--;
 	hp_spin_unlock(&s->lock);
+	if (hp_live_filter)
+		filter_step(addr, 0);
 	return 1;
 }
 
 int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
 {
-	int rc;
 	if (dm_covers(addr)) {
 		struct dm_chunk *c = dm_chunk_of(addr, 0);
-		rc = c && dm_remove(dm_word(c, addr), v);
-	} else {
-		rc = table_remove(addr, v);
+		return c && dm_remove(dm_word(c, addr), v);
 	}
-	if (rc && hp_live_filter)
-		filter_step(addr, 0);
-	return rc;
+	return table_remove(addr, v);
 }
 
 void hp_live_each(hp_live_fn fn, void *arg)
