@@ -135,13 +135,9 @@ static void free_found(struct hp_thread *t, const struct hp_live_val *v, int tem
 	}
 	hp_own_add(&t->tot.frees, 1);
 	hp_own_add(&t->tot.freed_bytes, n);
-	struct hp_site_ctr c = {
-	    .key = hp_site_key(v->stack, hp_size_code(n)),
-	    .frees = w,
-	    .freed_bytes = w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n),
-	    .temp_frees = temp ? w : 0,
-	};
-	hp_thread_add(t, &c);
+	hp_thread_add_free(t, hp_site_key(v->stack, hp_size_code(n)), w,
+			   w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n),
+			   temp ? w : 0);
 }
 
 /* A block not in the live map: under sampling most likely one that was not sampled, whose
@@ -279,12 +275,8 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	 * that block is gone, so its site gets the free. */
 	if (rc == 1)
 		free_found(t, &old, 0);
-	struct hp_site_ctr c = {
-	    .key = hp_site_key(v.stack, hp_size_code(n)),
-	    .allocs = w,
-	    .alloc_bytes = w == HP_FX_ONE ? (uint64_t)n << HP_FX : (uint64_t)((double)w * n),
-	};
-	hp_thread_add(t, &c);
+	hp_thread_add_alloc(t, hp_site_key(v.stack, hp_size_code(n)), w,
+			    w == HP_FX_ONE ? (uint64_t)n << HP_FX : (uint64_t)((double)w * n));
 }
 
 /* Under sampling most allocations are only counted: that much is inline in every hook. */

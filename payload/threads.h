@@ -156,12 +156,24 @@ static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_c
 	e->temp_frees += c->temp_frees;
 }
 
-/* Adds one event's counters (c->key set) to the caller's active table. Inline so that the
- * caller's counters stay in registers when the event's site is the last one. */
-static inline void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
+/* Adds one event's counters to the caller's active table: c's, or when c is NULL an
+ * allocation's (free = 0: n allocations of bytes) or a free's (free = 1: n frees of bytes,
+ * temp of them temporary). Inline so that the counters stay in registers when the event's
+ * site is the last one, where only the counters of its kind are touched. */
+__attribute__((always_inline)) static inline void
+hp_thread_add_kind(struct hp_thread *t, const struct hp_site_ctr *c, uint64_t key, int free,
+		   uint64_t n, uint64_t bytes, uint64_t temp)
 {
+	struct hp_site_ctr one;
+	if (!c) {
+		one = free ? (struct hp_site_ctr){.key = key,
+						  .frees = n,
+						  .freed_bytes = bytes,
+						  .temp_frees = temp}
+			   : (struct hp_site_ctr){.key = key, .allocs = n, .alloc_bytes = bytes};
+	}
 	if (!hp_threads_fenced) {
-		hp_thread_add_locked(t, c);
+		hp_thread_add_locked(t, c ? c : &one);
 		return;
 	}
 	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
@@ -171,11 +183,38 @@ static inline void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *
 	atomic_signal_fence(memory_order_seq_cst);
 	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
 	uint32_t i = t->last[a];
-	if (i && t->tab[a].e[i - 1].key == c->key)
-		hp_site_ctr_add(&t->tab[a].e[i - 1], c);
-	else
-		hp_thread_add_probe(t, a, c);
+	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
+	if (!e || e->key != (c ? c->key : key)) {
+		hp_thread_add_probe(t, a, c ? c : &one);
+	} else if (c) {
+		hp_site_ctr_add(e, c);
+	} else if (free) {
+		e->frees += n;
+		e->freed_bytes += bytes;
+		e->temp_frees += temp;
+	} else {
+		e->allocs += n;
+		e->alloc_bytes += bytes;
+	}
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+}
+
+/* Adds one event's counters (c->key set) to the caller's active table. */
+static inline void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
+{
+	hp_thread_add_kind(t, c, 0, 0, 0, 0, 0);
+}
+
+static inline void hp_thread_add_alloc(struct hp_thread *t, uint64_t key, uint64_t n,
+				       uint64_t bytes)
+{
+	hp_thread_add_kind(t, NULL, key, 0, n, bytes, 0);
+}
+
+static inline void hp_thread_add_free(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t bytes,
+				      uint64_t temp)
+{
+	hp_thread_add_kind(t, NULL, key, 1, n, bytes, temp);
 }
 
 /* Plain sums of every record's totals. */
