@@ -125,7 +125,8 @@ static uint64_t rate_now(void)
  * sampled block stands for w frees: the w - 1 unsampled ones are counted (as misses) but
  * their bytes are not known, and (w - 1) * n estimates them. temp: it was the thread's
  * last allocation (hp_thread's last_alloc). */
-static void free_found(struct hp_thread *t, const struct hp_live_val *v, int temp)
+__attribute__((always_inline)) static inline void
+free_found_inline(struct hp_thread *t, const struct hp_live_val *v, int temp)
 {
 	uint64_t n = v->size & ~HP_LIVE_SAMPLED, w = HP_FX_ONE;
 	if (v->size & HP_LIVE_SAMPLED) {
@@ -138,6 +139,12 @@ static void free_found(struct hp_thread *t, const struct hp_live_val *v, int tem
 	hp_thread_add_free(t, hp_site_key(v->stack, hp_size_code(n)), w,
 			   w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n),
 			   temp ? w : 0);
+}
+
+/* The same out of line, for the paths where a block is found gone other than by free. */
+static void free_found(struct hp_thread *t, const struct hp_live_val *v, int temp)
+{
+	free_found_inline(t, v, temp);
 }
 
 /* A block not in the live map: under sampling most likely one that was not sampled, whose
@@ -310,7 +317,7 @@ __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
 	}
 	struct hp_live_val v;
 	if (hp_live_remove((uintptr_t)p, &v))
-		free_found(t, &v, take_last(t, p));
+		free_found_inline(t, &v, take_last(t, p));
 	else
 		free_missed(t);
 }
