@@ -674,16 +674,20 @@ void hp_unwind_memo_free(struct hp_unwind_memo *m)
  * reads, is still where the walk read it. Steps before i matched already, so each of these
  * has the same CFA rule and the same CFA as before; what the stack now holds there decides
  * the rest. A saved rbp nobody reads is not compared, but must still be readable, as the
- * walk would stop there otherwise. */
+ * walk would stop there otherwise. Step i - 1 is a frame of this walk, within [lo, hi),
+ * and every later step's CFA is above the one before: with the last CFA at most hi, every
+ * return address lies within the stack, and so does a saved rbp not below lo, since it
+ * lies below its own step's CFA (the walk read them all aligned). */
 static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, uintptr_t hi)
 {
+	if (i < m->n && m->st[m->n - 1].cfa > hi)
+		return 0;
 	for (; i < m->n; i++) {
 		const struct hp_unwind_step *s = &m->st[i];
-		if (!readable(s->cfa - 8, lo, hi) || *(const uintptr_t *)(s->cfa - 8) != s->ra)
+		if (*(const uintptr_t *)(s->cfa - 8) != s->ra)
 			return 0;
-		if (s->bp_at &&
-		    (!readable(s->bp_at, lo, hi) ||
-		     ((s->flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)s->bp_at != s->bp)))
+		if (s->bp_at && (s->bp_at < lo || ((s->flags & HP_STEP_BP_LIVE) &&
+						   *(const uintptr_t *)s->bp_at != s->bp)))
 			return 0;
 	}
 	return 1;
@@ -752,28 +756,19 @@ static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, uintptr_t *sp
 	return s->ra != 0;
 }
 
-/* hp_unwind_memo_repeats. Each step's CFA is above the one before, and its saved rbp lies
- * below it: with the first step at this frame (so the stack is this thread's) and the last
- * CFA within the stack, every read is one the walk could make (memo_holds' bounds). */
+/* hp_unwind_memo_repeats: the first step is frame_step's from this frame (so the stack is
+ * this thread's), the rest memo_holds'. */
 int hp_unwind_memo_repeats(const struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
 	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
 	    m->gen != atomic_load_explicit(&modules_gen, memory_order_relaxed))
 		return 0;
 	uintptr_t hi = stack_top(frame);
-	if (!hi || m->st[m->n - 1].cfa > hi)
+	if (!hi || !readable(frame + 8, frame, hi))
 		return 0;
 	if ((m->st[0].flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)frame != m->st[0].bp)
 		return 0;
-	for (unsigned i = 1; i < m->n; i++) {
-		const struct hp_unwind_step *s = &m->st[i];
-		if (*(const uintptr_t *)(s->cfa - 8) != s->ra)
-			return 0;
-		if (s->bp_at && (s->bp_at < frame || ((s->flags & HP_STEP_BP_LIVE) &&
-						      *(const uintptr_t *)s->bp_at != s->bp)))
-			return 0;
-	}
-	return 1;
+	return memo_holds(m, 1, frame, hi);
 }
 
 /* The walk when it is the last one again (a loop allocating at one place): the general
