@@ -80,9 +80,6 @@ static int tab_resize(struct hp_site_tab *t, uint32_t cap)
 	return 0;
 }
 
-#define SITE_RUN_BITS 3 /* 8 consecutive stack ids side by side (payload.h, hp_run_slot) */
-#define SITE_RUN (1u << SITE_RUN_BITS)
-
 /* Inline into the owner's add, which would otherwise make two calls per event. */
 __attribute__((always_inline)) static inline struct hp_site_ctr *
 site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
@@ -91,13 +88,7 @@ site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 		return NULL;
 	if ((t->count + 1) * 4 > (t->mask + 1) * 3 && tab_resize(t, (t->mask + 1) * 2) < 0)
 		return NULL;
-	/* Stack ids go out in the order stacks are first seen, and a program mostly walks the
-	 * same paths in the same order again: eight consecutive ids of one size key share a run,
-	 * so a sweep over many stacks (binary-trees' trees) touches a few lines per eight sites
-	 * instead of one each. */
-	uint32_t i = (uint32_t)hp_run_slot(c->key & ~((uint64_t)(SITE_RUN - 1) << 32), c->key >> 32,
-					   SITE_RUN_BITS) &
-		     t->mask;
+	uint32_t i = hp_site_home(c->key, t->mask);
 	for (;; i = (i + 1) & t->mask) {
 		struct hp_site_ctr *e = &t->e[i];
 		if (e->key == c->key) {
@@ -137,6 +128,20 @@ void hp_thread_add_probe(struct hp_thread *t, unsigned a, const struct hp_site_c
 	t->last[a] = e ? (uint32_t)(e - t->tab[a].e) + 1 : 0;
 	if (!e)
 		hp_own_add(&t->tot.lost, 1);
+}
+
+void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
+			 uint64_t bytes, uint64_t temp)
+{
+	struct hp_site_tab *tab = &t->tab[a];
+	struct hp_site_ctr *e = tab->e ? &tab->e[hp_site_home(key, tab->mask)] : NULL;
+	if (e && e->key == key) {
+		t->last[a] = (uint32_t)(e - tab->e) + 1;
+		hp_site_event_add(e, free, n, bytes, temp);
+		return;
+	}
+	struct hp_site_ctr c = hp_site_event(key, free, n, bytes, temp);
+	hp_thread_add_probe(t, a, &c);
 }
 
 void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c)

@@ -41,6 +41,18 @@ static inline uint64_t hp_site_key(uint32_t stack_id, uint32_t size_code)
 	return (uint64_t)(stack_id + 1) << 32 | size_code;
 }
 
+/* Stack ids go out in the order stacks are first seen, and a program mostly walks the same
+ * paths in the same order again: eight consecutive ids of one size key share a run
+ * (payload.h, hp_run_slot), so a sweep over many stacks (binary-trees' trees) touches a
+ * few lines per eight sites instead of one each. Where a key's search starts in a table of
+ * mask + 1 slots: */
+#define HP_SITE_RUN_BITS 3
+static inline uint32_t hp_site_home(uint64_t key, uint32_t mask)
+{
+	uint64_t run = (uint64_t)((1u << HP_SITE_RUN_BITS) - 1) << 32;
+	return (uint32_t)hp_run_slot(key & ~run, key >> 32, HP_SITE_RUN_BITS) & mask;
+}
+
 struct hp_site_ctr {
 	uint64_t key;						      /* hp_site_key; 0 = empty */
 	uint64_t allocs, alloc_bytes, frees, freed_bytes, temp_frees; /* HP_FX fixed point */
@@ -145,6 +157,10 @@ extern int hp_threads_fenced;
 /* hp_thread_add's probe of table a, inside the owner's mark; and its whole add without
  * membarrier, under the record's lock. */
 void hp_thread_add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c);
+/* hp_thread_add_kind's add to a site other than the last: its counters in registers, and
+ * most often found at its home slot. */
+void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
+			 uint64_t bytes, uint64_t temp);
 void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c);
 
 static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_ctr *c)
@@ -156,6 +172,31 @@ static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_c
 	e->temp_frees += c->temp_frees;
 }
 
+/* One event's counters: an allocation's (free = 0: n allocations of bytes) or a free's
+ * (free = 1: n frees of bytes, temp of them temporary). */
+static inline struct hp_site_ctr hp_site_event(uint64_t key, int free, uint64_t n, uint64_t bytes,
+					       uint64_t temp)
+{
+	if (free)
+		return (struct hp_site_ctr){
+		    .key = key, .frees = n, .freed_bytes = bytes, .temp_frees = temp};
+	return (struct hp_site_ctr){.key = key, .allocs = n, .alloc_bytes = bytes};
+}
+
+/* Adds hp_site_event's counters to e without building them. */
+static inline void hp_site_event_add(struct hp_site_ctr *e, int free, uint64_t n, uint64_t bytes,
+				     uint64_t temp)
+{
+	if (free) {
+		e->frees += n;
+		e->freed_bytes += bytes;
+		e->temp_frees += temp;
+	} else {
+		e->allocs += n;
+		e->alloc_bytes += bytes;
+	}
+}
+
 /* Adds one event's counters to the caller's active table: c's, or when c is NULL an
  * allocation's (free = 0: n allocations of bytes) or a free's (free = 1: n frees of bytes,
  * temp of them temporary). Inline so that the counters stay in registers when the event's
@@ -164,15 +205,8 @@ __attribute__((always_inline)) static inline void
 hp_thread_add_kind(struct hp_thread *t, const struct hp_site_ctr *c, uint64_t key, int free,
 		   uint64_t n, uint64_t bytes, uint64_t temp)
 {
-	struct hp_site_ctr one;
-	if (!c) {
-		one = free ? (struct hp_site_ctr){.key = key,
-						  .frees = n,
-						  .freed_bytes = bytes,
-						  .temp_frees = temp}
-			   : (struct hp_site_ctr){.key = key, .allocs = n, .alloc_bytes = bytes};
-	}
 	if (!hp_threads_fenced) {
+		struct hp_site_ctr one = hp_site_event(key, free, n, bytes, temp);
 		hp_thread_add_locked(t, c ? c : &one);
 		return;
 	}
@@ -182,19 +216,18 @@ hp_thread_add_kind(struct hp_thread *t, const struct hp_site_ctr *c, uint64_t ke
 	 * collector's membarrier is what orders the two. */
 	atomic_signal_fence(memory_order_seq_cst);
 	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
+	uint64_t k = c ? c->key : key;
 	uint32_t i = t->last[a];
 	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
-	if (!e || e->key != (c ? c->key : key)) {
-		hp_thread_add_probe(t, a, c ? c : &one);
+	if (!e || e->key != k) {
+		if (c)
+			hp_thread_add_probe(t, a, c);
+		else
+			hp_thread_add_other(t, a, key, free, n, bytes, temp);
 	} else if (c) {
 		hp_site_ctr_add(e, c);
-	} else if (free) {
-		e->frees += n;
-		e->freed_bytes += bytes;
-		e->temp_frees += temp;
 	} else {
-		e->allocs += n;
-		e->alloc_bytes += bytes;
+		hp_site_event_add(e, free, n, bytes, temp);
 	}
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
 }
