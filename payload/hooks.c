@@ -261,10 +261,13 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		m = memo_at(t, slot);
 		from = memo_at(t, t->memo_last);
 	}
-	if (m && m->id && hp_unwind_memo_repeats(m, frame, hp.args.max_depth)) {
+	/* The walk need not find again that it does not repeat m's. */
+	int tried = m && m->id;
+	if (tried && hp_unwind_memo_repeats(m, frame, hp.args.max_depth)) {
 		v.stack = m->id;
 	} else {
-		unsigned d = hp_stack_capture(frames, hp.args.max_depth, frame, m, from, &same);
+		unsigned d =
+		    hp_stack_capture(frames, hp.args.max_depth, frame, m, from, !tried, &same);
 		v.stack = capture_id(t, m, from, frames, d, same);
 	}
 	if (m) {

@@ -86,9 +86,11 @@ uint32_t hp_stacks_end(void)
  * frame for frame. Not libunwind: it keeps a pipe open and registers a thread-exit
  * destructor, so unloading it breaks the target. */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
-			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from, int *same)
+			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from,
+			  int try_again, int *same)
 {
-	return hp_unwind_memo_from(frames, max, hp.text_lo, hp.text_hi, frame, memo, from, same);
+	return hp_unwind_memo_from(frames, max, hp.text_lo, hp.text_hi, frame, memo, from,
+				   try_again, same);
 }
 
 /* Runs on every allocation: two independent multiply lanes, so consecutive frames do

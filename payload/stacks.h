@@ -35,10 +35,10 @@ struct hp_unwind_memo;
 /* Fills frames[0..max) from frame (the hook's __builtin_frame_address(0)) and returns the
  * depth; with memos (the calling thread's, or NULL), the walk goes into memo, spliced
  * against from's, and *same says which one's last capture the frames equal (1: memo's,
- * 2: from's, 0: neither). */
+ * 2: from's, 0: neither); try_again as hp_unwind_memo_from's. */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
 			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from,
-			  int *same);
+			  int try_again, int *same);
 uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
 
 struct hp_stack_cache;

@@ -801,7 +801,7 @@ static int memo_again(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr
  * memo of the same max). */
 static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			   uintptr_t frame, struct hp_unwind_memo *m,
-			   const struct hp_unwind_memo *from, int *same)
+			   const struct hp_unwind_memo *from, int try_again, int *same)
 {
 	*same = 0;
 	if (m)
@@ -834,7 +834,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			 : frame_step(frame, lo, hi, &sp, &bp, &s);
 		if (r <= 0)
 			break;
-		if (!npre && again) {
+		if (!npre && again && try_again) {
 			int k = memo_again(frames, max, drop_lo, drop_hi, frame, m);
 			if (k) {
 				*same = 1;
@@ -995,9 +995,11 @@ __attribute__((noinline)) unsigned hp_unwind(uint64_t *frames, unsigned max, uin
 __attribute__((noinline)) unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max,
 						       uintptr_t drop_lo, uintptr_t drop_hi,
 						       uintptr_t frame, struct hp_unwind_memo *m,
-						       const struct hp_unwind_memo *from, int *same)
+						       const struct hp_unwind_memo *from,
+						       int try_again, int *same)
 {
-	int n = walk_frame_memo(frames, max, drop_lo, drop_hi, frame, m, m ? from : NULL, same);
+	int n = walk_frame_memo(frames, max, drop_lo, drop_hi, frame, m, m ? from : NULL, try_again,
+				same);
 	if (n < 0)
 		n = (int)slow_walk(frames, max, drop_lo, drop_hi, frame + 16);
 	__asm__ volatile("" ::: "memory");
@@ -1007,5 +1009,5 @@ __attribute__((noinline)) unsigned hp_unwind_memo_from(uint64_t *frames, unsigne
 unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			uintptr_t frame, struct hp_unwind_memo *m, int *same)
 {
-	return hp_unwind_memo_from(frames, max, drop_lo, drop_hi, frame, m, m, same);
+	return hp_unwind_memo_from(frames, max, drop_lo, drop_hi, frame, m, m, 1, same);
 }

@@ -75,10 +75,6 @@ struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n);
 void hp_unwind_memos_free(struct hp_unwind_memo *m, unsigned n);
 unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			uintptr_t frame, struct hp_unwind_memo *m, int *same);
-/* The same walk with two memos: it splices against from's last walk and leaves its own in
- * m (from may be m; both made with the same max); first, though, it is taken whole from m
- * when it is m's last walk again. *same is then 1 (m's last walk), or 2 when the frames
- * are from's last walk's, and m's tail_after is counted against from's walk. */
 /* 1 if m's last walk began at frame: its first step, like every walk's from a frame
  * address, read the return address at frame + 8 and the caller's rbp at frame. */
 static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_t frame)
@@ -90,9 +86,14 @@ static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_
  * still in place (the modules unchanged since). The id kept with the walk is then the
  * walk's. */
 int hp_unwind_memo_repeats(const struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
+/* The same walk with two memos: it splices against from's last walk and leaves its own in
+ * m (from may be m; both made with the same max); first, though, it is taken whole from m
+ * when it is m's last walk again (unless try_again is 0: the caller found
+ * hp_unwind_memo_repeats false already). *same is then 1 (m's last walk), or 2 when the
+ * frames are from's last walk's, and m's tail_after is counted against from's walk. */
 unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			     uintptr_t frame, struct hp_unwind_memo *m,
-			     const struct hp_unwind_memo *from, int *same);
+			     const struct hp_unwind_memo *from, int try_again, int *same);
 
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */

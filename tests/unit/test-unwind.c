@@ -269,9 +269,9 @@ __attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max,
 						      uintptr_t hi)
 {
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
-	unsigned n = memo_from
-			 ? hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from, &memo_same)
-			 : hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
+	unsigned n =
+	    memo_from ? hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from, 1, &memo_same)
+		      : hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
 	__asm__ volatile("" ::: "memory");
 	return n;
 }
