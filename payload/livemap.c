@@ -130,26 +130,34 @@ __attribute__((noinline)) static int dm_admit_page(_Atomic uint64_t *b, uint64_t
 	return 1;
 }
 
-static inline _Atomic uint64_t *dm_bits(struct dm_chunk *c, const _Atomic uint64_t *w,
-					uint64_t *bit)
+static inline _Atomic uint64_t *dm_bits(struct dm_chunk *c, uint64_t pg, uint64_t *bit)
 {
-	uint64_t pg = (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE;
 	*bit = 1ull << (pg & 63);
 	return &c->written[pg / 64];
 }
 
-/* 1 if the page of word w was admitted and written already. */
-static inline int dm_written(struct dm_chunk *c, const _Atomic uint64_t *w)
+/* 1 if page pg of the chunk's words was admitted and written already. */
+static inline int dm_page_written(struct dm_chunk *c, uint64_t pg)
 {
 	uint64_t bit;
-	return (atomic_load_explicit(dm_bits(c, w, &bit), memory_order_relaxed) & bit) != 0;
+	return (atomic_load_explicit(dm_bits(c, pg, &bit), memory_order_relaxed) & bit) != 0;
+}
+
+static inline uint64_t dm_page_of(struct dm_chunk *c, const _Atomic uint64_t *w)
+{
+	return (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE;
+}
+
+static inline int dm_written(struct dm_chunk *c, const _Atomic uint64_t *w)
+{
+	return dm_page_written(c, dm_page_of(c, w));
 }
 
 /* Admits the page of word w before its first write. */
 static inline int dm_page(struct dm_chunk *c, const _Atomic uint64_t *w)
 {
 	uint64_t bit;
-	_Atomic uint64_t *b = dm_bits(c, w, &bit);
+	_Atomic uint64_t *b = dm_bits(c, dm_page_of(c, w), &bit);
 	return (atomic_load_explicit(b, memory_order_relaxed) & bit) || dm_admit_page(b, bit);
 }
 
@@ -174,6 +182,16 @@ static struct hp_live_val dm_unpack(uint64_t e, const _Atomic uint64_t *w)
 	return v;
 }
 
+/* Writes v as the block of word w, whose pages are written. Release: hp_live_each, reading
+ * the block's word, reads its size word after it. */
+static inline void dm_store(_Atomic uint64_t *w, struct hp_live_val v)
+{
+	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+	if (n > 16)
+		atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
+	atomic_store_explicit(w, dm_pack(v), memory_order_release);
+}
+
 static inline int dm_insert(struct dm_chunk *c, _Atomic uint64_t *w, struct hp_live_val v,
 			    struct hp_live_val *old)
 {
@@ -186,10 +204,7 @@ static inline int dm_insert(struct dm_chunk *c, _Atomic uint64_t *w, struct hp_l
 		*old = dm_unpack(e, w);
 		rc = 1;
 	}
-	if (n > 16)
-		atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
-	/* Release: hp_live_each, reading the block's word, reads its size word after it. */
-	atomic_store_explicit(w, dm_pack(v), memory_order_release);
+	dm_store(w, v);
 	return rc;
 }
 
@@ -208,8 +223,7 @@ static void dm_each(hp_live_fn fn, void *arg)
 	for (unsigned i = 0; i < DM_CHUNKS; i++) {
 		struct dm_chunk *c = atomic_load_explicit(&dm_dir[i], memory_order_acquire);
 		for (uint64_t pg = 0; c && pg < DM_PAGES; pg++) {
-			if (!(atomic_load_explicit(&c->written[pg / 64], memory_order_relaxed) &
-			      1ull << (pg & 63)))
+			if (!dm_page_written(c, pg))
 				continue;
 			uint64_t end = (pg + 1) * DM_WORDS_PER_PAGE;
 			for (uint64_t j = pg * DM_WORDS_PER_PAGE; j < end && j < DM_WORDS; j++) {
@@ -382,9 +396,7 @@ int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old
 		uint64_t n = v.size & ~HP_LIVE_SAMPLED;
 		if (c && dm_written(c, w = dm_word(c, addr)) && (n <= 16 || dm_written(c, w + 1)) &&
 		    !is_block(atomic_load_explicit(w, memory_order_relaxed))) {
-			if (n > 16)
-				atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
-			atomic_store_explicit(w, dm_pack(v), memory_order_release);
+			dm_store(w, v);
 			return 0;
 		}
 	}
