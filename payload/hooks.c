@@ -237,12 +237,9 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 {
 	if (hp.args.mode != HP_MODE_FULL) {
 		hp_own_add(&t->tot.alloc_usable, usable(p));
-		if (hp.args.mode == HP_MODE_EXTENDED) {
-			struct hp_site_ctr c = {.key = hp_site_key(0, hp_size_code(n)),
-						.allocs = HP_FX_ONE,
-						.alloc_bytes = (uint64_t)n << HP_FX};
-			hp_thread_add(t, &c);
-		}
+		if (hp.args.mode == HP_MODE_EXTENDED)
+			hp_thread_add_alloc(t, hp_site_key(0, hp_size_code(n)), HP_FX_ONE,
+					    (uint64_t)n << HP_FX);
 		return;
 	}
 	uint64_t rate = rate_now(), w = HP_FX_ONE;

@@ -122,7 +122,7 @@ void hp_site_tab_free(struct hp_site_tab *t)
 	*t = (struct hp_site_tab){0};
 }
 
-void hp_thread_add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c)
+static void add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c)
 {
 	struct hp_site_ctr *e = site_tab_add(&t->tab[a], c);
 	t->last[a] = e ? (uint32_t)(e - t->tab[a].e) + 1 : 0;
@@ -141,7 +141,7 @@ void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free
 		return;
 	}
 	struct hp_site_ctr c = hp_site_event(key, free, n, bytes, temp);
-	hp_thread_add_probe(t, a, &c);
+	add_probe(t, a, &c);
 }
 
 void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c)

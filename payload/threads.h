@@ -154,11 +154,9 @@ uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
 /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock (set once at init). */
 extern int hp_threads_fenced;
 
-/* hp_thread_add's probe of table a, inside the owner's mark; and its whole add without
- * membarrier, under the record's lock. */
-void hp_thread_add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c);
-/* hp_thread_add_kind's add to a site other than the last: its counters in registers, and
- * most often found at its home slot. */
+/* hp_thread_add_kind's add to a site other than the last, inside the owner's mark: its
+ * counters in registers, most often found at its home slot, else probed for in table a;
+ * and its whole add without membarrier, under the record's lock. */
 void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
 			 uint64_t bytes, uint64_t temp);
 void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c);
@@ -197,17 +195,18 @@ static inline void hp_site_event_add(struct hp_site_ctr *e, int free, uint64_t n
 	}
 }
 
-/* Adds one event's counters to the caller's active table: c's, or when c is NULL an
- * allocation's (free = 0: n allocations of bytes) or a free's (free = 1: n frees of bytes,
- * temp of them temporary). Inline so that the counters stay in registers when the event's
- * site is the last one, where only the counters of its kind are touched. */
-__attribute__((always_inline)) static inline void
-hp_thread_add_kind(struct hp_thread *t, const struct hp_site_ctr *c, uint64_t key, int free,
-		   uint64_t n, uint64_t bytes, uint64_t temp)
+/* Adds one event's counters to the caller's active table: an allocation's (free = 0: n
+ * allocations of bytes) or a free's (free = 1: n frees of bytes, temp of them temporary).
+ * Inline so that the counters stay in registers when the event's site is the last one,
+ * where only the counters of its kind are touched. */
+__attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_thread *t,
+								     uint64_t key, int free,
+								     uint64_t n, uint64_t bytes,
+								     uint64_t temp)
 {
 	if (!hp_threads_fenced) {
-		struct hp_site_ctr one = hp_site_event(key, free, n, bytes, temp);
-		hp_thread_add_locked(t, c ? c : &one);
+		struct hp_site_ctr c = hp_site_event(key, free, n, bytes, temp);
+		hp_thread_add_locked(t, &c);
 		return;
 	}
 	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
@@ -216,38 +215,25 @@ hp_thread_add_kind(struct hp_thread *t, const struct hp_site_ctr *c, uint64_t ke
 	 * collector's membarrier is what orders the two. */
 	atomic_signal_fence(memory_order_seq_cst);
 	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
-	uint64_t k = c ? c->key : key;
 	uint32_t i = t->last[a];
 	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
-	if (!e || e->key != k) {
-		if (c)
-			hp_thread_add_probe(t, a, c);
-		else
-			hp_thread_add_other(t, a, key, free, n, bytes, temp);
-	} else if (c) {
-		hp_site_ctr_add(e, c);
-	} else {
+	if (e && e->key == key)
 		hp_site_event_add(e, free, n, bytes, temp);
-	}
+	else
+		hp_thread_add_other(t, a, key, free, n, bytes, temp);
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
-}
-
-/* Adds one event's counters (c->key set) to the caller's active table. */
-static inline void hp_thread_add(struct hp_thread *t, const struct hp_site_ctr *c)
-{
-	hp_thread_add_kind(t, c, 0, 0, 0, 0, 0);
 }
 
 static inline void hp_thread_add_alloc(struct hp_thread *t, uint64_t key, uint64_t n,
 				       uint64_t bytes)
 {
-	hp_thread_add_kind(t, NULL, key, 0, n, bytes, 0);
+	hp_thread_add_kind(t, key, 0, n, bytes, 0);
 }
 
 static inline void hp_thread_add_free(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t bytes,
 				      uint64_t temp)
 {
-	hp_thread_add_kind(t, NULL, key, 1, n, bytes, temp);
+	hp_thread_add_kind(t, key, 1, n, bytes, temp);
 }
 
 /* Plain sums of every record's totals. */
