@@ -292,10 +292,13 @@ __attribute__((always_inline)) static inline void record_alloc(struct hp_thread 
 {
 	hp_own_add(&t->tot.allocs, 1);
 	hp_own_add(&t->tot.alloc_bytes, n);
-	t->last_alloc = (uintptr_t)p;
-	uint64_t rate = rate_now();
-	if (hp.args.mode == HP_MODE_FULL && rate && !hp_sample_hit(t, n, rate))
-		return;
+	if (hp.args.mode == HP_MODE_FULL) {
+		/* Only the live map's frees ask which block was last (take_last). */
+		t->last_alloc = (uintptr_t)p;
+		uint64_t rate = rate_now();
+		if (rate && !hp_sample_hit(t, n, rate))
+			return;
+	}
 	record_alloc_rest(t, p, n, frame);
 }
 
