@@ -4,7 +4,7 @@
 # --sample-rate), REDIS_PASSES times over. Run by run-bench.sh (`make bench`).
 #
 # Usage: redis-bench.sh BUILDDIR
-# Prints a Markdown section on stdout, progress on stderr. REDIS_REQUESTS (default 500000)
+# Prints a Markdown section on stdout, progress on stderr. REDIS_REQUESTS (default 2000000)
 # is the request count of each test, REDIS_PASSES (default 3) how many times the three runs
 # are made. A profiled run is compared with the mean of the unprofiled runs just before and
 # just after its pass (one more unprofiled run ends the last), so that the machine's drift
@@ -25,7 +25,7 @@ build=$(cd "$1" && pwd) || exit 2
 bench_attach=$build/src/heapprof-attach
 bench_detach=$build/src/heapprof-detach
 bench_view=$build/src/heapprof-view
-requests=${REDIS_REQUESTS:-500000}
+requests=${REDIS_REQUESTS:-2000000}
 passes=${REDIS_PASSES:-3}
 tests=set,get,lpush,lpop
 sample_rate=524288

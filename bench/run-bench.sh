@@ -10,7 +10,7 @@
 #   BENCH_PROGRAMS       programs (default: the seven of the brief and microbench; "none")
 #   BENCH_PROBE_THREADS  spinning threads of the stop probe (default 2)
 #   BENCH_STOP_CYCLES    attach/detach cycles on the stop probe (default 3; 0 skips it)
-#   REDIS_REQUESTS       requests per redis-benchmark test (default 500000; 0 skips redis)
+#   REDIS_REQUESTS       requests per redis-benchmark test (default 2000000; 0 skips redis)
 #   REDIS_PASSES         passes of unprofiled, full and sampled redis runs (default 3)
 # Each program and P runs unprofiled, then under heapprof-attach in every mode the command
 # offers (basic, extended, full, sampled; a mode it does not offer yet is "n/a"), then under
@@ -237,7 +237,7 @@ if [ "$stop_cycles" != 0 ]; then
 fi
 
 redis_report=$bench_tmp/redis.md
-if [ "${REDIS_REQUESTS:-500000}" != 0 ]; then
+if [ "${REDIS_REQUESTS:-2000000}" != 0 ]; then
 	bench_log "redis-server under redis-benchmark"
 	bash "$here/redis-bench.sh" "$build" >"$redis_report" ||
 		echo "redis: the benchmark failed (see the messages above)" >"$redis_report"
