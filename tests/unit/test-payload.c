@@ -890,6 +890,36 @@ static void test_sampling(void **state)
 	assert_true(dist((double)rd.last.freed_bytes, truth * 64) < truth * 64 * 0.1);
 }
 
+/* Pairs whose first block is freed after the second is allocated: sampled or not, the
+ * first is never temporary, the second always is. A passed-over allocation is not
+ * recorded, yet must still end its thread's "last allocation". */
+static void work_sampled_pairs(int k)
+{
+	(void)k;
+	for (int i = 0; i < NS; i++) {
+		void *p = site_malloc(96), *q = site_malloc(112);
+		free(p);
+		free(q);
+	}
+}
+
+static void test_sampling_temporary(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.sample_rate = RATE;
+	session(&a, work_sampled_pairs);
+	assert_int_equal(rd.last.allocs, 2 * NW * NS);
+	struct hp_site_delta p = keyed_sum((void *)site_malloc, HP_SIZE_EXACT, 96);
+	struct hp_site_delta q = keyed_sum((void *)site_malloc, HP_SIZE_EXACT, 112);
+	print_message("sampled pairs: first %" PRIu64 " frees, %" PRIu64
+		      " temporary; second %" PRIu64 " frees, %" PRIu64 " temporary\n",
+		      p.frees, p.temp_frees, q.frees, q.temp_frees);
+	assert_true(p.frees > 0 && q.frees > 0);
+	assert_int_equal(p.temp_frees, 0);
+	assert_int_equal(q.temp_frees, q.frees);
+}
+
 #define NM 100000
 static void *mm[NW][NM];
 
@@ -920,11 +950,12 @@ static void test_max_memory(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_args),	cmocka_unit_test(test_end_to_end),
-	    cmocka_unit_test(test_reader_gone), cmocka_unit_test(test_sizes_and_live),
-	    cmocka_unit_test(test_basic),	cmocka_unit_test(test_extended),
-	    cmocka_unit_test(test_sampling),	cmocka_unit_test(test_max_memory),
-	    cmocka_unit_test(test_paths),	cmocka_unit_test(test_address_limit),
+	    cmocka_unit_test(test_bad_args),	  cmocka_unit_test(test_end_to_end),
+	    cmocka_unit_test(test_reader_gone),	  cmocka_unit_test(test_sizes_and_live),
+	    cmocka_unit_test(test_basic),	  cmocka_unit_test(test_extended),
+	    cmocka_unit_test(test_sampling),	  cmocka_unit_test(test_sampling_temporary),
+	    cmocka_unit_test(test_max_memory),	  cmocka_unit_test(test_paths),
+	    cmocka_unit_test(test_address_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
