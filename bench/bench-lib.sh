@@ -23,9 +23,9 @@ bench_log()
 	echo "$bench_me: $*" >&2
 }
 
-# The waits poll while a measured program runs, on the same CPUs: a poll that forks
-# (sleep, a command substitution) cost about 1 ms of CPU time, 2% of a CPU at ten a
-# second, and only the profiled runs wait that way. So polls use builtins only: reads of
+# The waits poll while a measured program runs, on the same CPUs: each fork of a poll
+# (sleep, a command substitution) cost about 1 ms of CPU time, two a poll and ten polls a
+# second 2 to 3% of a CPU, and only the profiled runs wait that way. So polls use builtins only: reads of
 # /proc, and a timed read of a FIFO that nothing ever writes, held open both ways.
 if ! mkfifo "$bench_tmp/idle" || ! exec {bench_idle_fd}<>"$bench_tmp/idle"; then
 	bench_log "cannot make a FIFO in $bench_tmp"

@@ -237,7 +237,7 @@ if [ "$stop_cycles" != 0 ]; then
 fi
 
 redis_report=$bench_tmp/redis.md
-if [ "${REDIS_REQUESTS:-2000000}" != 0 ]; then
+if [ "${REDIS_REQUESTS-}" != 0 ]; then
 	bench_log "redis-server under redis-benchmark"
 	bash "$here/redis-bench.sh" "$build" >"$redis_report" ||
 		echo "redis: the benchmark failed (see the messages above)" >"$redis_report"

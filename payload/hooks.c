@@ -364,8 +364,8 @@ static void *hk_calloc(size_t a, size_t b)
  * home slot). Not operator new: it can throw, and only the general hook's cleanup clears
  * the guard then.
  * A passed-over allocation is counted before the real call, which is then a tail call:
- * waiting for its result kept a frame and four registers around every call, a tenth of
- * the program's time (threadtest). So a passed-over request the allocator refuses counts
+ * waiting for its result kept a frame and four registers around every call (threadtest
+ * sampled 1.13x with them, 1.10x without). So a passed-over request the allocator refuses counts
  * as made: only one smaller than the countdown (on average the sample rate) can be, and
  * then only when memory is exhausted. Nothing runs after the real call, so no guard is
  * needed; and the block is not known here, so the thread's last allocation is cleared
