@@ -53,6 +53,10 @@ struct dm_chunk {
  * so no other live block has its own word there. */
 #define DM_BLOCK (1ull << 62)
 #define DM_NEXT (1ull << 63)
+/* What a removed block leaves in its word: a word once written never reads 0 again, so a
+ * nonzero one proves its page admitted and the common insert skips the bitmap (a chain of
+ * three dependent loads, directory, bitmap, word, cut to two). */
+#define DM_GONE 1ull
 #define DM_SIZE_NEXT 31u
 _Static_assert(HP_STACKS_MAX_IDS < (1u << 24), "stack ids fit in 24 bits");
 
@@ -214,7 +218,7 @@ static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
 	if (!is_block(e))
 		return 0;
 	*v = dm_unpack(e, w);
-	atomic_store_explicit(w, 0, memory_order_relaxed);
+	atomic_store_explicit(w, DM_GONE, memory_order_relaxed);
 	return 1;
 }
 
@@ -386,18 +390,23 @@ __attribute__((noinline)) static int insert_slow(uintptr_t addr, struct hp_live_
 }
 
 /* The common insert has no call but a tail call, so it saves no register: a block of the
- * direct map (never with the filter, which only sampling from the start uses) whose pages
- * are written already and whose word is free. */
+ * direct map (never with the filter, which only sampling from the start uses) whose word
+ * was written before (DM_GONE), and so was its page, and whose size word, if it needs one,
+ * lies in the same page or one written already. */
 int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
 {
 	if (dm_covers(addr)) {
 		struct dm_chunk *c = dm_chunk_of(addr, 0);
-		_Atomic uint64_t *w;
-		uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-		if (c && dm_written(c, w = dm_word(c, addr)) && (n <= 16 || dm_written(c, w + 1)) &&
-		    !is_block(atomic_load_explicit(w, memory_order_relaxed))) {
-			dm_store(w, v);
-			return 0;
+		if (c) {
+			_Atomic uint64_t *w = dm_word(c, addr);
+			uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
+			uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+			if (e && !is_block(e) &&
+			    (n <= 16 || (addr >> 4) % DM_WORDS_PER_PAGE != DM_WORDS_PER_PAGE - 1 ||
+			     dm_written(c, w + 1))) {
+				dm_store(w, v);
+				return 0;
+			}
 		}
 	}
 	return insert_slow(addr, v, old);
