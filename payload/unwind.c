@@ -758,17 +758,64 @@ static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, uintptr_t *sp
 
 /* hp_unwind_memo_repeats: the first step is frame_step's from this frame (so the stack is
  * this thread's), the rest memo_holds'. */
-int hp_unwind_memo_repeats(const struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
+static int memo_repeats_slow(const struct hp_unwind_memo *m, uintptr_t frame)
 {
-	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
-	    m->gen != atomic_load_explicit(&modules_gen, memory_order_relaxed))
-		return 0;
 	uintptr_t hi = stack_top(frame);
 	if (!hi || !readable(frame + 8, frame, hi))
 		return 0;
 	if ((m->st[0].flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)frame != m->st[0].bp)
 		return 0;
 	return memo_holds(m, 1, frame, hi);
+}
+
+static int memo_check(struct hp_unwind_memo *m, unsigned *k, uintptr_t at, uintptr_t val)
+{
+	if (*k == HP_MEMO_CHECKS)
+		return 0;
+	m->chk[2 * *k] = at;
+	m->chk[2 * *k + 1] = val;
+	++*k;
+	return 1;
+}
+
+/* memo_repeats_slow's reads as a list. Given the memo's first step, which fixes frame and
+ * with it the stack's top, its bounds tests come out the same every time, so they are
+ * made once; what is left is whether each word still holds what the walk read: a loop
+ * of loads and compares with no test of flags or bounds. */
+static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
+{
+	uintptr_t hi = stack_top(frame);
+	if (!hi || !readable(frame + 8, frame, hi) || (m->n > 1 && m->st[m->n - 1].cfa > hi))
+		return HP_MEMO_CHECKS_NEVER;
+	unsigned k = 0;
+	int room = !(m->st[0].flags & HP_STEP_BP_LIVE) || memo_check(m, &k, frame, m->st[0].bp);
+	for (unsigned i = 1; i < m->n; i++) {
+		const struct hp_unwind_step *s = &m->st[i];
+		if (s->bp_at && s->bp_at < frame)
+			return HP_MEMO_CHECKS_NEVER;
+		room = room && memo_check(m, &k, s->cfa - 8, s->ra);
+		if (s->bp_at && (s->flags & HP_STEP_BP_LIVE))
+			room = room && memo_check(m, &k, s->bp_at, s->bp);
+	}
+	return room ? k + 1 : HP_MEMO_CHECKS_LONG;
+}
+
+int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
+{
+	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
+	    m->gen != atomic_load_explicit(&modules_gen, memory_order_relaxed))
+		return 0;
+	if (m->nchk == HP_MEMO_CHECKS_UNMADE)
+		m->nchk = memo_checks(m, frame);
+	if (m->nchk == HP_MEMO_CHECKS_NEVER)
+		return 0;
+	if (m->nchk == HP_MEMO_CHECKS_LONG)
+		return memo_repeats_slow(m, frame);
+	const uintptr_t *c = m->chk, *end = c + 2 * (m->nchk - 1);
+	for (; c < end; c += 2)
+		if (*(const uintptr_t *)c[0] != c[1])
+			return 0;
+	return 1;
 }
 
 /* The walk when it is the last one again (a loop allocating at one place): the general
@@ -854,6 +901,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			break;
 		}
 	}
+	/* From here on the steps change: memo_again's checks (made above) no longer hold. */
+	m->nchk = HP_MEMO_CHECKS_UNMADE;
 	if (r < 0) {
 		m->n = 0;
 		return -1;

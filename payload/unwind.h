@@ -43,6 +43,11 @@ struct hp_unwind_step {
 
 #define HP_UNWIND_NO_TAIL (~0u)
 
+#define HP_MEMO_CHECKS 32u
+#define HP_MEMO_CHECKS_UNMADE 0u
+#define HP_MEMO_CHECKS_NEVER (~0u)
+#define HP_MEMO_CHECKS_LONG (~0u - 1)
+
 /* A thread's last walk; zeroed = none. */
 struct hp_unwind_memo {
 	unsigned long gen; /* hp_unwind_check_modules's count when it was taken */
@@ -55,6 +60,11 @@ struct hp_unwind_memo {
 	 * (it spliced, and neither walk stopped at max), else HP_UNWIND_NO_TAIL. */
 	unsigned tail_after;
 	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
+	/* hp_unwind_memo_repeats's words, made from the steps at its first call after a walk:
+	 * HP_MEMO_CHECKS_UNMADE, _NEVER, _LONG (more words than chk holds), else 1 + the number
+	 * of (address, value) pairs in chk. */
+	unsigned nchk;
+	uintptr_t chk[2 * HP_MEMO_CHECKS];
 	struct hp_unwind_step st[];
 };
 
@@ -85,7 +95,7 @@ static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_
  * step began at frame, and every return address and every saved rbp a later step reads is
  * still in place (the modules unchanged since). The id kept with the walk is then the
  * walk's. */
-int hp_unwind_memo_repeats(const struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
+int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
 /* The same walk with two memos: it splices against from's last walk and leaves its own in
  * m (from may be m; both made with the same max); first, though, it is taken whole from m
  * when it is m's last walk again (unless try_again is 0: the caller found
