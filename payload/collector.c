@@ -276,19 +276,27 @@ static uint64_t fx_round(uint64_t v)
 	return (v + HP_FX_ONE / 2) >> HP_FX;
 }
 
+/* A site's bytes: implied by an exact size key, else its companion's (threads.h). */
 static void put_site(uint8_t **d, const struct hp_site_ctr *s)
 {
 	uint32_t code = (uint32_t)s->key, kind = code >> 24;
+	uint64_t size = kind == HP_SIZE_EXACT  ? (code & 0xffffffu)
+			: kind == HP_SIZE_POW2 ? 1ull << (code & 63)
+					       : 0;
+	uint64_t ab = s->allocs * size, fb = s->frees * size;
+	if (hp_site_has_bytes(s->key)) {
+		const struct hp_site_ctr *b = hp_site_tab_find(&c.merged, s->key | HP_SITE_BYTES);
+		ab = b ? b->allocs : 0;
+		fb = b ? b->frees : 0;
+	}
 	struct hp_site_delta sd = {
 	    .stack_id = (uint32_t)(s->key >> 32) - 1,
 	    .size_kind = kind,
-	    .size = kind == HP_SIZE_EXACT  ? (code & 0xffffffu)
-		    : kind == HP_SIZE_POW2 ? 1ull << (code & 63)
-					   : 0,
+	    .size = size,
 	    .allocs = fx_round(s->allocs),
-	    .alloc_bytes = fx_round(s->alloc_bytes),
+	    .alloc_bytes = fx_round(ab),
 	    .frees = fx_round(s->frees),
-	    .freed_bytes = fx_round(s->freed_bytes),
+	    .freed_bytes = fx_round(fb),
 	    .temp_frees = fx_round(s->temp_frees),
 	};
 	memcpy(*d, &sd, sizeof sd);
@@ -299,24 +307,26 @@ static void put_site(uint8_t **d, const struct hp_site_ctr *s)
  * totals only; this round's share goes to the (0, HP_SIZE_NONE) entry. */
 static void totals_site(const struct hp_sum *now)
 {
-	struct hp_site_ctr s = {
-	    .key = hp_site_key(0, (uint32_t)HP_SIZE_NONE << 24),
-	    .frees = (now->frees - c.prev.frees) << HP_FX,
-	    .freed_bytes = (now->freed_bytes - c.prev.freed_bytes) << HP_FX,
-	};
+	uint64_t key = hp_site_key(0, (uint32_t)HP_SIZE_NONE << 24);
+	struct hp_site_ctr s = {.key = key, .frees = (now->frees - c.prev.frees) << HP_FX},
+			   b = {.key = key | HP_SITE_BYTES,
+				.frees = (now->freed_bytes - c.prev.freed_bytes) << HP_FX};
 	if (hp.args.mode == HP_MODE_BASIC) {
 		s.allocs = (now->allocs - c.prev.allocs) << HP_FX;
-		s.alloc_bytes = (now->alloc_bytes - c.prev.alloc_bytes) << HP_FX;
+		b.allocs = (now->alloc_bytes - c.prev.alloc_bytes) << HP_FX;
 	} else if (!s.frees) {
 		return;
 	}
 	hp_site_tab_add(&c.merged, &s);
+	hp_site_tab_add(&c.merged, &b);
 }
 
 static void sites_recs(void)
 {
 	struct hp_site_tab *m = &c.merged;
 	uint32_t left = m->count, j = 0;
+	for (uint32_t i = 0; m->e && i <= m->mask; i++)
+		left -= (m->e[i].key & HP_SITE_BYTES) != 0;
 	while (left > 0) {
 		uint32_t n = left < SITES_PER_REC ? left : SITES_PER_REC;
 		struct hp_sites h = {.count = n};
@@ -329,7 +339,7 @@ static void sites_recs(void)
 		memcpy(d, &h, sizeof h);
 		d += sizeof h;
 		for (uint32_t k = 0; k < n; j++) {
-			if (!m->e[j].key)
+			if (!m->e[j].key || (m->e[j].key & HP_SITE_BYTES))
 				continue;
 			put_site(&d, &m->e[j]);
 			k++;

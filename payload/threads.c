@@ -131,27 +131,46 @@ static void add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr 
 }
 
 void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
-			 uint64_t bytes, uint64_t temp)
+			 uint64_t temp)
 {
 	struct hp_site_tab *tab = &t->tab[a];
 	struct hp_site_ctr *e = tab->e ? &tab->e[hp_site_home(key, tab->mask)] : NULL;
 	if (e && e->key == key) {
 		t->last[a] = (uint32_t)(e - tab->e) + 1;
-		hp_site_event_add(e, free, n, bytes, temp);
+		hp_site_event_add(e, free, n, temp);
 		return;
 	}
-	struct hp_site_ctr c = hp_site_event(key, free, n, bytes, temp);
+	struct hp_site_ctr c = hp_site_event(key, free, n, temp);
 	add_probe(t, a, &c);
 }
 
-void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c)
+/* A lost companion loses the site's bytes, not its count: counted lost all the same. */
+void hp_thread_add_bytes(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t bytes)
 {
-	hp_spin_lock(&t->lock);
-	struct hp_site_ctr *e =
-	    hp_site_tab_add(&t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)], c);
-	hp_spin_unlock(&t->lock);
-	if (!e)
+	struct hp_site_ctr c = hp_site_event(key | HP_SITE_BYTES, free, bytes, 0);
+	if (!site_tab_add(&t->tab[a], &c))
 		hp_own_add(&t->tot.lost, 1);
+}
+
+void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t n, uint64_t bytes,
+			  uint64_t temp)
+{
+	struct hp_site_ctr c = hp_site_event(key, free, n, temp),
+			   b = hp_site_event(key | HP_SITE_BYTES, free, bytes, 0);
+	hp_spin_lock(&t->lock);
+	struct hp_site_tab *tab = &t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)];
+	int ok = hp_site_tab_add(tab, &c) && (!hp_site_has_bytes(key) || hp_site_tab_add(tab, &b));
+	hp_spin_unlock(&t->lock);
+	if (!ok)
+		hp_own_add(&t->tot.lost, 1);
+}
+
+const struct hp_site_ctr *hp_site_tab_find(const struct hp_site_tab *t, uint64_t key)
+{
+	for (uint32_t i = hp_site_home(key, t->mask); t->e && t->e[i].key; i = (i + 1) & t->mask)
+		if (t->e[i].key == key)
+			return &t->e[i];
+	return NULL;
 }
 
 /* After the flips and a membarrier, an owner still on its old table has an odd sequence

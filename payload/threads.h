@@ -53,10 +53,24 @@ static inline uint32_t hp_site_home(uint64_t key, uint32_t mask)
 	return (uint32_t)hp_run_slot(key & ~run, key >> 32, HP_SITE_RUN_BITS) & mask;
 }
 
+/* A site's counters. Where the size key is exact its bytes are not kept: each of its events
+ * is of that many bytes with a whole fixed-point weight, so its bytes are its count times
+ * the size, exactly. A site of any other key has a companion entry, its key with
+ * HP_SITE_BYTES set, whose allocs and frees count its bytes. 32 bytes, where 48 with the
+ * bytes straddled two cache lines half the time and took half again the room in tables of
+ * many sites (binary-trees: 65535 per thread and table). */
 struct hp_site_ctr {
-	uint64_t key;						      /* hp_site_key; 0 = empty */
-	uint64_t allocs, alloc_bytes, frees, freed_bytes, temp_frees; /* HP_FX fixed point */
+	uint64_t key;			    /* hp_site_key; 0 = empty */
+	uint64_t allocs, frees, temp_frees; /* HP_FX fixed point */
 };
+
+#define HP_SITE_BYTES (1ull << 31)
+
+/* 1 if the site of key keeps its bytes in a companion entry (see above). */
+static inline int hp_site_has_bytes(uint64_t key)
+{
+	return ((uint32_t)key >> 24 & 0x7f) != HP_SIZE_EXACT;
+}
 
 /* An open-addressed, growable (mmap) table of counters; also the collector's merge. */
 struct hp_site_tab {
@@ -158,40 +172,36 @@ extern int hp_threads_fenced;
  * counters in registers, most often found at its home slot, else probed for in table a;
  * and its whole add without membarrier, under the record's lock. */
 void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
-			 uint64_t bytes, uint64_t temp);
-void hp_thread_add_locked(struct hp_thread *t, const struct hp_site_ctr *c);
+			 uint64_t temp);
+/* The companion's add (HP_SITE_BYTES), which leaves the last counter as it is. */
+void hp_thread_add_bytes(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t bytes);
+void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t n, uint64_t bytes,
+			  uint64_t temp);
 
 static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_ctr *c)
 {
 	e->allocs += c->allocs;
-	e->alloc_bytes += c->alloc_bytes;
 	e->frees += c->frees;
-	e->freed_bytes += c->freed_bytes;
 	e->temp_frees += c->temp_frees;
 }
 
-/* One event's counters: an allocation's (free = 0: n allocations of bytes) or a free's
- * (free = 1: n frees of bytes, temp of them temporary). */
-static inline struct hp_site_ctr hp_site_event(uint64_t key, int free, uint64_t n, uint64_t bytes,
-					       uint64_t temp)
+/* One event's counters: an allocation's (free = 0: n allocations) or a free's (free = 1:
+ * n frees, temp of them temporary). */
+static inline struct hp_site_ctr hp_site_event(uint64_t key, int free, uint64_t n, uint64_t temp)
 {
 	if (free)
-		return (struct hp_site_ctr){
-		    .key = key, .frees = n, .freed_bytes = bytes, .temp_frees = temp};
-	return (struct hp_site_ctr){.key = key, .allocs = n, .alloc_bytes = bytes};
+		return (struct hp_site_ctr){.key = key, .frees = n, .temp_frees = temp};
+	return (struct hp_site_ctr){.key = key, .allocs = n};
 }
 
 /* Adds hp_site_event's counters to e without building them. */
-static inline void hp_site_event_add(struct hp_site_ctr *e, int free, uint64_t n, uint64_t bytes,
-				     uint64_t temp)
+static inline void hp_site_event_add(struct hp_site_ctr *e, int free, uint64_t n, uint64_t temp)
 {
 	if (free) {
 		e->frees += n;
-		e->freed_bytes += bytes;
 		e->temp_frees += temp;
 	} else {
 		e->allocs += n;
-		e->alloc_bytes += bytes;
 	}
 }
 
@@ -205,8 +215,7 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 								     uint64_t temp)
 {
 	if (!hp_threads_fenced) {
-		struct hp_site_ctr c = hp_site_event(key, free, n, bytes, temp);
-		hp_thread_add_locked(t, &c);
+		hp_thread_add_locked(t, key, free, n, bytes, temp);
 		return;
 	}
 	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
@@ -218,9 +227,11 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 	uint32_t i = t->last[a];
 	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
 	if (e && e->key == key)
-		hp_site_event_add(e, free, n, bytes, temp);
+		hp_site_event_add(e, free, n, temp);
 	else
-		hp_thread_add_other(t, a, key, free, n, bytes, temp);
+		hp_thread_add_other(t, a, key, free, n, temp);
+	if (hp_site_has_bytes(key))
+		hp_thread_add_bytes(t, a, key, free, bytes);
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
 }
 
@@ -247,6 +258,8 @@ void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum);
 
 /* The counter c went to, or NULL if the table could not grow (nothing added). */
 struct hp_site_ctr *hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c);
+/* The counter of key, or NULL. */
+const struct hp_site_ctr *hp_site_tab_find(const struct hp_site_tab *t, uint64_t key);
 void hp_site_tab_clear(struct hp_site_tab *t);
 void hp_site_tab_free(struct hp_site_tab *t);
 
