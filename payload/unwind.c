@@ -805,8 +805,14 @@ int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned m
 	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
 	    m->gen != atomic_load_explicit(&modules_gen, memory_order_relaxed))
 		return 0;
-	if (m->nchk == HP_MEMO_CHECKS_UNMADE)
+	/* Made once the walk has repeated: a program whose every allocation is a new stack
+	 * (binary-trees) would make them each time for nothing. */
+	if (m->nchk == HP_MEMO_CHECKS_UNMADE) {
+		if (!memo_repeats_slow(m, frame))
+			return 0;
 		m->nchk = memo_checks(m, frame);
+		return 1;
+	}
 	if (m->nchk == HP_MEMO_CHECKS_NEVER)
 		return 0;
 	if (m->nchk == HP_MEMO_CHECKS_LONG)

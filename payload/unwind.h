@@ -60,7 +60,7 @@ struct hp_unwind_memo {
 	 * (it spliced, and neither walk stopped at max), else HP_UNWIND_NO_TAIL. */
 	unsigned tail_after;
 	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
-	/* hp_unwind_memo_repeats's words, made from the steps at its first call after a walk:
+	/* hp_unwind_memo_repeats's words, made from the steps when the walk first repeats:
 	 * HP_MEMO_CHECKS_UNMADE, _NEVER, _LONG (more words than chk holds), else 1 + the number
 	 * of (address, value) pairs in chk. */
 	unsigned nchk;
