@@ -283,8 +283,11 @@ static void put_site(uint8_t **d, const struct hp_site_ctr *s)
 	uint64_t size = kind == HP_SIZE_EXACT  ? (code & 0xffffffu)
 			: kind == HP_SIZE_POW2 ? 1ull << (code & 63)
 					       : 0;
-	uint64_t ab = s->allocs * size, fb = s->frees * size;
-	if (hp_site_has_bytes(s->key)) {
+	uint64_t ab, fb;
+	if (!hp_site_has_bytes(s->key)) {
+		ab = s->allocs * size;
+		fb = s->frees * size;
+	} else {
 		const struct hp_site_ctr *b = hp_site_tab_find(&c.merged, s->key | HP_SITE_BYTES);
 		ab = b ? b->allocs : 0;
 		fb = b ? b->frees : 0;

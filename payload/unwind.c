@@ -778,21 +778,16 @@ static int memo_check(struct hp_unwind_memo *m, unsigned *k, uintptr_t at, uintp
 	return 1;
 }
 
-/* memo_repeats_slow's reads as a list. Given the memo's first step, which fixes frame and
- * with it the stack's top, its bounds tests come out the same every time, so they are
- * made once; what is left is whether each word still holds what the walk read: a loop
- * of loads and compares with no test of flags or bounds. */
+/* memo_repeats_slow's reads as a list, made once they passed. The memo's first step fixes
+ * frame and with it the stack's top, so their bounds tests pass again every time; what is
+ * left is whether each word still holds what the walk read: a loop of loads and compares
+ * with no test of flags or bounds. */
 static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
 {
-	uintptr_t hi = stack_top(frame);
-	if (!hi || !readable(frame + 8, frame, hi) || (m->n > 1 && m->st[m->n - 1].cfa > hi))
-		return HP_MEMO_CHECKS_NEVER;
 	unsigned k = 0;
 	int room = !(m->st[0].flags & HP_STEP_BP_LIVE) || memo_check(m, &k, frame, m->st[0].bp);
 	for (unsigned i = 1; i < m->n; i++) {
 		const struct hp_unwind_step *s = &m->st[i];
-		if (s->bp_at && s->bp_at < frame)
-			return HP_MEMO_CHECKS_NEVER;
 		room = room && memo_check(m, &k, s->cfa - 8, s->ra);
 		if (s->bp_at && (s->flags & HP_STEP_BP_LIVE))
 			room = room && memo_check(m, &k, s->bp_at, s->bp);
@@ -813,8 +808,6 @@ int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned m
 		m->nchk = memo_checks(m, frame);
 		return 1;
 	}
-	if (m->nchk == HP_MEMO_CHECKS_NEVER)
-		return 0;
 	if (m->nchk == HP_MEMO_CHECKS_LONG)
 		return memo_repeats_slow(m, frame);
 	const uintptr_t *c = m->chk, *end = c + 2 * (m->nchk - 1);

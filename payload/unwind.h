@@ -45,8 +45,7 @@ struct hp_unwind_step {
 
 #define HP_MEMO_CHECKS 32u
 #define HP_MEMO_CHECKS_UNMADE 0u
-#define HP_MEMO_CHECKS_NEVER (~0u)
-#define HP_MEMO_CHECKS_LONG (~0u - 1)
+#define HP_MEMO_CHECKS_LONG (~0u)
 
 /* A thread's last walk; zeroed = none. */
 struct hp_unwind_memo {
@@ -61,8 +60,8 @@ struct hp_unwind_memo {
 	unsigned tail_after;
 	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
 	/* hp_unwind_memo_repeats's words, made from the steps when the walk first repeats:
-	 * HP_MEMO_CHECKS_UNMADE, _NEVER, _LONG (more words than chk holds), else 1 + the number
-	 * of (address, value) pairs in chk. */
+	 * HP_MEMO_CHECKS_UNMADE, _LONG (more words than chk holds), else 1 + the number of
+	 * (address, value) pairs in chk. */
 	unsigned nchk;
 	uintptr_t chk[2 * HP_MEMO_CHECKS];
 	struct hp_unwind_step st[];
