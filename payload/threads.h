@@ -4,7 +4,7 @@
  * open-addressed table (NULL only if the table is full), inserting it on first use. A
  * record whose thread exited is inherited by the next thread with the same pthread_t;
  * that is exact because records only ever add. Only the owning thread writes a record
- * (hp_own_add on the totals: plain loads and stores, no locked instruction); records are
+ * (hp_own_add on the totals: one unlocked add to memory); records are
  * cache-line aligned so threads never share a line.
  * Each record holds two site tables ((stack id, size key) -> counters in HP_FX fixed
  * point, so sampled events can carry fractional weights): the owner adds to the active
