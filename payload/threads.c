@@ -80,6 +80,17 @@ static int tab_resize(struct hp_site_tab *t, uint32_t cap)
 	return 0;
 }
 
+/* The counter of key in a table that has one (t->e), or the empty one its probe ends at:
+ * a table is never more than 3/4 full. */
+__attribute__((always_inline)) static inline struct hp_site_ctr *
+site_slot(const struct hp_site_tab *t, uint64_t key)
+{
+	uint32_t i = hp_site_home(key, t->mask);
+	while (t->e[i].key && t->e[i].key != key)
+		i = (i + 1) & t->mask;
+	return &t->e[i];
+}
+
 /* Inline into the owner's add, which would otherwise make two calls per event. */
 __attribute__((always_inline)) static inline struct hp_site_ctr *
 site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
@@ -88,19 +99,14 @@ site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
 		return NULL;
 	if ((t->count + 1) * 4 > (t->mask + 1) * 3 && tab_resize(t, (t->mask + 1) * 2) < 0)
 		return NULL;
-	uint32_t i = hp_site_home(c->key, t->mask);
-	for (;; i = (i + 1) & t->mask) {
-		struct hp_site_ctr *e = &t->e[i];
-		if (e->key == c->key) {
-			hp_site_ctr_add(e, c);
-			return e;
-		}
-		if (e->key == 0) {
-			*e = *c;
-			t->count++;
-			return e;
-		}
+	struct hp_site_ctr *e = site_slot(t, c->key);
+	if (e->key) {
+		hp_site_ctr_add(e, c);
+	} else {
+		*e = *c;
+		t->count++;
 	}
+	return e;
 }
 
 struct hp_site_ctr *hp_site_tab_add(struct hp_site_tab *t, const struct hp_site_ctr *c)
@@ -167,10 +173,10 @@ void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t 
 
 const struct hp_site_ctr *hp_site_tab_find(const struct hp_site_tab *t, uint64_t key)
 {
-	for (uint32_t i = hp_site_home(key, t->mask); t->e && t->e[i].key; i = (i + 1) & t->mask)
-		if (t->e[i].key == key)
-			return &t->e[i];
-	return NULL;
+	if (!t->e)
+		return NULL;
+	const struct hp_site_ctr *e = site_slot(t, key);
+	return e->key ? e : NULL;
 }
 
 /* After the flips and a membarrier, an owner still on its old table has an odd sequence
