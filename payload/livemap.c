@@ -1,9 +1,5 @@
 #include "livemap.h"
 
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include "payload.h"
 #include "stacks.h"
 
@@ -66,24 +62,6 @@ static _Atomic uint64_t dm_bytes;	   /* what the chunks count in hp_mapped_bytes
 static int is_block(uint64_t e)
 {
 	return (e & (DM_BLOCK | DM_NEXT)) == DM_BLOCK;
-}
-
-/* Reserving half a GiB of address space per GiB of heap costs nothing, but where the target's
- * address space is capped (RLIMIT_AS) or every mapping is charged (vm.overcommit_memory
- * 2, which ignores MAP_NORESERVE) it would be taken from the target: then the table alone. */
-static int dm_allowed(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)
-		return 0;
-	char mode = '2';
-	int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (read(fd, &mode, 1) != 1)
-			mode = '2';
-		close(fd);
-	}
-	return mode != '2';
 }
 
 __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
@@ -260,7 +238,7 @@ int hp_live_init(int filtered)
 {
 	shards = hp_map(SHARDS * sizeof *shards);
 	/* Sampled blocks are sparse: a page of words for each would cost more than the table. */
-	if (!dm_dir && !filtered && dm_allowed())
+	if (!dm_dir && !filtered && hp_reserve_is_free())
 		dm_dir = hp_reserve(DM_CHUNKS * sizeof *dm_dir);
 	if (filtered)
 		hp_live_filter = hp_map(HP_LIVE_FILTER_SLOTS);

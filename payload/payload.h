@@ -64,10 +64,17 @@ void hp_unmap(void *p, size_t len);
 /* Address space whose use its owner accounts for itself (not in hp_mapped_bytes). */
 void *hp_reserve(size_t len);
 void hp_unreserve(void *p, size_t len);
+/* 1 if reserving address space costs the target nothing: its address space is not capped
+ * (RLIMIT_AS) and not every mapping is charged (vm.overcommit_memory 2 ignores
+ * MAP_NORESERVE); else a reservation would be taken from it. */
+int hp_reserve_is_free(void);
 size_t hp_page_round(size_t len);
 /* 1 if the payload may map len more bytes within max_memory; else 0, after switching to
  * sampling (hp_go_sampled). */
 int hp_mem_admit(size_t len);
+/* 1 if len more bytes leave a quarter of max_memory free. For memory that only makes
+ * recording faster, which must never be what switches a session to sampling. */
+int hp_mem_spare(size_t len);
 void hp_go_sampled(void);
 
 /* ms since start, from the vDSO's coarse clock (no syscall, a few ns). */

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,11 +73,35 @@ void hp_unmap(void *p, size_t len)
 	atomic_fetch_sub(&hp_mapped_bytes, hp_page_round(len));
 }
 
+int hp_reserve_is_free(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)
+		return 0;
+	char mode = '2';
+	int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &mode, 1) != 1)
+			mode = '2';
+		close(fd);
+	}
+	return mode != '2';
+}
+
+static uint64_t held_after(size_t len)
+{
+	return atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed) + hp_stacks_bytes() +
+	       hp_page_round(len);
+}
+
+int hp_mem_spare(size_t len)
+{
+	return held_after(len) <= hp.max_memory - hp.max_memory / 4;
+}
+
 int hp_mem_admit(size_t len)
 {
-	uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed) +
-			hp_stacks_bytes() + hp_page_round(len);
-	if (held <= hp.max_memory)
+	if (held_after(len) <= hp.max_memory)
 		return 1;
 	hp_go_sampled();
 	return 0;

@@ -16,6 +16,110 @@ struct hp_thread *hp_threads;
 _Static_assert(sizeof(struct hp_thread) == 3 * 64, "THREADS_CAP records are reserved at start");
 int hp_threads_fenced;
 
+/* Dense counters (threads.h): a page of bookkeeping, then the two tables, a page of
+ * DENSE_PER_PAGE counters at a time. The first DENSE_FREE_PAGES pages are admitted
+ * whatever their fill; past them a page is admitted only while the thread's counters fill
+ * its pages to 1 / DENSE_MIN_FILL. */
+#define DENSE_PER_PAGE (4096u / sizeof(struct hp_site_ctr))
+#define DENSE_PAGES (HP_DENSE_SLOTS / DENSE_PER_PAGE)
+#define DENSE_BYTES (4096u + 2ull * HP_DENSE_SLOTS * sizeof(struct hp_site_ctr))
+#define DENSE_FREE_PAGES 8u
+#define DENSE_MIN_FILL 8u
+_Static_assert(HP_DENSE_SLOTS % DENSE_PER_PAGE == 0, "dense tables are whole pages");
+
+struct dense_head {
+	uint64_t admitted[2][(DENSE_PAGES + 63) / 64]; /* pages of each table */
+	uint32_t pages;				       /* admitted, both tables */
+	uint32_t claimed;			       /* counters with a key, both tables */
+};
+_Static_assert(sizeof(struct dense_head) <= 4096, "the bookkeeping fits its page");
+
+/* Reserving address space is free for the target (hp_reserve_is_free), checked once. */
+static int dense_allowed;
+
+/* Table a's dense counters: the thread must have them. */
+static struct hp_site_ctr *dense_tab(const struct hp_thread *t, unsigned a)
+{
+	return atomic_load_explicit(&t->dense, memory_order_relaxed) + a * HP_DENSE_SLOTS;
+}
+
+static struct dense_head *dense_head(const struct hp_thread *t)
+{
+	return (struct dense_head *)((char *)dense_tab(t, 0) - 4096);
+}
+
+/* The thread's dense counters, once it has HP_DENSE_AFTER sites; dense_none if they cannot
+ * be had. Only the bookkeeping page is written, and counted, here. */
+static void dense_make(struct hp_thread *t)
+{
+	char *p = NULL;
+	if (dense_allowed && hp_mem_spare(4096))
+		p = hp_reserve(DENSE_BYTES);
+	if (!p) {
+		t->dense_none = 1;
+		return;
+	}
+	atomic_fetch_add(&hp_mapped_bytes, 4096);
+	atomic_store_explicit(&t->dense, (struct hp_site_ctr *)(p + 4096), memory_order_relaxed);
+}
+
+static void dense_free(struct hp_thread *t)
+{
+	struct dense_head *h = dense_head(t);
+	atomic_fetch_sub(&hp_mapped_bytes, 4096ull * (1 + h->pages));
+	hp_unreserve(h, DENSE_BYTES);
+	atomic_store_explicit(&t->dense, NULL, memory_order_relaxed);
+}
+
+/* 1 if the owner may write the dense counter e of table a: its page is admitted, or is
+ * now. The page's first write maps it (reads before that map the zero page only). */
+static int dense_admit(struct hp_thread *t, unsigned a, const struct hp_site_ctr *e)
+{
+	struct dense_head *h = dense_head(t);
+	uint32_t pg = (uint32_t)(e - dense_tab(t, a)) / DENSE_PER_PAGE;
+	uint64_t bit = 1ull << (pg % 64), *w = &h->admitted[a][pg / 64];
+	if (*w & bit)
+		return 1;
+	if (h->pages >= DENSE_FREE_PAGES &&
+	    (uint64_t)h->claimed * DENSE_MIN_FILL < (uint64_t)h->pages * DENSE_PER_PAGE)
+		return 0;
+	if (!hp_mem_spare(4096))
+		return 0;
+	*w |= bit;
+	h->pages++;
+	atomic_fetch_add(&hp_mapped_bytes, 4096);
+	return 1;
+}
+
+/* 1 if e, a free dense counter of table a, is now key's. */
+static int dense_claim(struct hp_thread *t, unsigned a, struct hp_site_ctr *e, uint64_t key)
+{
+	if (!dense_admit(t, a, e))
+		return 0;
+	e->key = key;
+	dense_head(t)->claimed++;
+	return 1;
+}
+
+/* Hands the dense counters of table a that counted anything to fn and zeroes them; each
+ * keeps its key, so the site that claimed it keeps it. */
+static void dense_drain(struct hp_thread *t, unsigned a, hp_site_fn fn, void *arg)
+{
+	const struct dense_head *h = dense_head(t);
+	for (uint32_t i = 0; i < sizeof h->admitted[a] / sizeof h->admitted[a][0]; i++) {
+		for (uint64_t m = h->admitted[a][i]; m; m &= m - 1) {
+			uint32_t pg = i * 64 + (uint32_t)__builtin_ctzll(m);
+			struct hp_site_ctr *e = dense_tab(t, a) + pg * DENSE_PER_PAGE;
+			for (uint32_t j = 0; j < DENSE_PER_PAGE; j++, e++) {
+				if (!e->key || !(e->allocs | e->frees | e->temp_frees))
+					continue;
+				fn(e, arg);
+				*e = (struct hp_site_ctr){.key = e->key};
+			}
+		}
+	}
+}
+
 static int membarrier_global(void)
 {
 	return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
@@ -26,6 +130,7 @@ int hp_threads_init(void)
 	hp_threads = hp_map(THREADS_CAP * sizeof *hp_threads);
 	long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
 	hp_threads_fenced = q > 0 && (q & MEMBARRIER_CMD_GLOBAL) && membarrier_global() == 0;
+	dense_allowed = hp_threads_fenced && hp.args.mode == HP_MODE_FULL && hp_reserve_is_free();
 	return hp_threads ? 0 : -1;
 }
 
@@ -40,6 +145,8 @@ void hp_threads_fini(void)
 			hp_unwind_memos_free(hp_threads[i].memo, HP_WALK_MEMOS);
 		if (hp_threads[i].scache)
 			hp_stack_cache_free(hp_threads[i].scache);
+		if (atomic_load_explicit(&hp_threads[i].dense, memory_order_relaxed))
+			dense_free(&hp_threads[i]);
 	}
 	hp_unmap(hp_threads, THREADS_CAP * sizeof *hp_threads);
 	hp_threads = NULL;
@@ -134,13 +241,21 @@ static void add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr 
 	t->last[a] = e ? (uint32_t)(e - t->tab[a].e) + 1 : 0;
 	if (!e)
 		hp_own_add(&t->tot.lost, 1);
+	else if (t->tab[a].count >= HP_DENSE_AFTER && !t->dense_none &&
+		 !atomic_load_explicit(&t->dense, memory_order_relaxed))
+		dense_make(t);
 }
 
 void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
 			 uint64_t temp)
 {
 	struct hp_site_tab *tab = &t->tab[a];
-	struct hp_site_ctr *e = tab->e ? &tab->e[hp_site_home(key, tab->mask)] : NULL;
+	struct hp_site_ctr *e = hp_thread_dense(t, a, key);
+	if (e && !e->key && dense_claim(t, a, e, key)) {
+		hp_site_event_add(e, free, n, temp);
+		return;
+	}
+	e = tab->e ? &tab->e[hp_site_home(key, tab->mask)] : NULL;
 	if (e && e->key == key) {
 		t->last[a] = (uint32_t)(e - tab->e) + 1;
 		hp_site_event_add(e, free, n, temp);
@@ -197,7 +312,7 @@ static void flip(struct hp_thread *t)
 {
 	unsigned old = atomic_load_explicit(&t->active, memory_order_relaxed);
 	atomic_store_explicit(&t->active, old ^ 1, memory_order_relaxed);
-	t->retired = old + 1;
+	t->retired = (uint8_t)(old + 1);
 }
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -231,12 +346,15 @@ void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum)
 				wait_add_done(t);
 			/* The owner now writes only the other table: this one is ours until the
 			 * next flip, which only we make. */
-			struct hp_site_tab *tab = &t->tab[t->retired - 1];
+			unsigned r = t->retired - 1u;
+			struct hp_site_tab *tab = &t->tab[r];
 			t->retired = 0;
 			for (uint32_t j = 0; tab->e && tab->count && j <= tab->mask; j++)
 				if (tab->e[j].key)
 					fn(&tab->e[j], arg);
 			hp_site_tab_clear(tab);
+			if (atomic_load_explicit(&t->dense, memory_order_relaxed))
+				dense_drain(t, r, fn, arg);
 		}
 		sum->allocs += LOAD(t->tot.allocs);
 		sum->alloc_bytes += LOAD(t->tot.alloc_bytes);

@@ -22,6 +22,7 @@
 
 #include "hpformat.h"
 #include "payload.h"
+#include "stacks.h"
 
 /* Site counters are fixed point with HP_FX fractional bits: 2^56 events or bytes per
  * round and entry, with weights resolved to 1/256. */
@@ -94,11 +95,17 @@ struct hp_thread {
 	_Atomic uintptr_t key; /* pthread_t; 0 = free */
 	uint8_t guard;	       /* set while the thread runs payload code on its own behalf */
 	uint8_t memo_none;     /* no memory for the walk memos (below): walk without */
-	hp_spin lock;	       /* only without membarrier */
+	uint8_t dense_none;    /* the dense counters (below) could not be made: none */
+	uint8_t retired;       /* collector: 1 + the table it flipped away from, or 0 */
+	uint8_t memo_last;     /* the memo holding the thread's last walk */
 	_Atomic unsigned active;
-	_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */
-	unsigned retired;     /* collector: 1 + the table it flipped away from, or 0 */
-	unsigned memo_last;   /* the memo holding the thread's last walk */
+	union {
+		_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */
+		hp_spin lock;	      /* the same word, used as a lock without membarrier */
+	};
+	/* Full mode, once the thread has HP_DENSE_AFTER sites: each table's counters of exact
+	 * size keys by stack id (hp_thread_dense), NULL until then. */
+	struct hp_site_ctr *_Atomic dense;
 	struct hp_site_tab tab[2];
 	struct hp_totals tot;
 	int64_t countdown; /* sampling: bytes left before the next sampled allocation */
@@ -128,6 +135,32 @@ static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
 }
 
 #define HP_WALK_MEMOS 4u
+
+/* A program that goes through many stacks in the order it first went through them (a
+ * recursion: binary-trees' 65535 stacks a tree) finds their counters in a hash table of
+ * twice their size, in runs of eight at random places: a cache miss nearly every event
+ * once the table outgrows the cache. Stack ids go out in that same order, so counters
+ * indexed by stack id are met in order, with nothing to hash or probe, in half the room.
+ * A thread gets them once its table holds HP_DENSE_AFTER sites: one counter per stack id
+ * and table, for the first exact size key that claims it (most stacks allocate one
+ * size), every other key in the hash table as before. The address space is reserved
+ * (8 MB a table); pages are admitted one at a time, only while the thread's counters fill
+ * its pages to an eighth and a quarter of max_memory stays free (threads.c): sparse ids
+ * stay in the hash table, and these pages never switch a session to sampling. */
+#define HP_DENSE_AFTER 512u
+#define HP_DENSE_SLOTS (HP_STACKS_MAX_IDS + 128u) /* per table: every stack id + 1, paged */
+
+/* The counter of key in the thread's dense counters of table a, or NULL if the key is not
+ * an exact size key or the thread has none: it is the key's if its key is key, free to
+ * claim if 0 (threads.c). */
+static inline struct hp_site_ctr *hp_thread_dense(const struct hp_thread *t, unsigned a,
+						  uint64_t key)
+{
+	struct hp_site_ctr *d = atomic_load_explicit(&t->dense, memory_order_relaxed);
+	if (!d || hp_site_has_bytes(key))
+		return NULL;
+	return &d[a * HP_DENSE_SLOTS + (key >> 32)];
+}
 
 int hp_threads_init(void);
 void hp_threads_fini(void);
@@ -229,7 +262,7 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
 	uint32_t i = t->last[a];
 	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
-	if (e && e->key == key)
+	if ((e && e->key == key) || ((e = hp_thread_dense(t, a, key)) && e->key == key))
 		hp_site_event_add(e, free, n, temp);
 	else
 		hp_thread_add_other(t, a, key, free, n, temp);
@@ -238,14 +271,14 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
 }
 
-static inline void hp_thread_add_alloc(struct hp_thread *t, uint64_t key, uint64_t n,
-				       uint64_t bytes)
+__attribute__((always_inline)) static inline void
+hp_thread_add_alloc(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t bytes)
 {
 	hp_thread_add_kind(t, key, 0, n, bytes, 0);
 }
 
-static inline void hp_thread_add_free(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t bytes,
-				      uint64_t temp)
+__attribute__((always_inline)) static inline void
+hp_thread_add_free(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t bytes, uint64_t temp)
 {
 	hp_thread_add_kind(t, key, 1, n, bytes, temp);
 }

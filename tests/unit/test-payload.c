@@ -947,6 +947,68 @@ static void test_max_memory(void **state)
 			free(mm[k][i]);
 }
 
+/* A recursion whose every node is a call path of its own (a left and a right call site),
+ * as in binary-trees: TREE_NODES stacks, each allocating two sizes from one call site, so
+ * a thread has more sites than it keeps in its hash table alone (HP_DENSE_AFTER): the
+ * first size of a stack is counted by stack id, the second in the hash table. Over
+ * several rounds, so counters are drained and met again. */
+#define TREE_DEPTH 9
+#define TREE_NODES ((1 << (TREE_DEPTH + 1)) - 1)
+#define TREE_REPS 40
+static void *tree_blocks[NW][2 * TREE_NODES];
+
+__attribute__((noinline)) void tree_build(int d, void **out, int *n);
+__attribute__((noinline)) void tree_build(int d, void **out, int *n)
+{
+#pragma GCC unroll 1
+	for (size_t i = 0; i < 2; i++)
+		out[(*n)++] = malloc(16 + 8 * i);
+	if (d > 0) {
+		tree_build(d - 1, out, n);
+		tree_build(d - 1, out, n);
+	}
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+static void work_tree(int k)
+{
+	for (int r = 0; r < TREE_REPS; r++) {
+		int n = 0;
+		tree_build(TREE_DEPTH, tree_blocks[k], &n);
+		for (int i = 0; i < n; i++)
+			free(tree_blocks[k][i]);
+		usleep(5 * 1000);
+	}
+}
+
+static void test_many_sites(void **state)
+{
+	(void)state;
+	session(&args, work_tree);
+	assert_int_equal(rd.last.lost, 0);
+	assert_false(rd.last.flags & HP_ROUND_SAMPLED);
+	assert_true(rd.rounds > 2);
+	int stacks[2] = {0};
+	uint64_t temp = 0;
+	for (int i = 0; i < rd.nkeyed; i++) {
+		const struct hp_site_delta *d = &rd.keyed[i];
+		if (!d->stack_id || !in_function(rd.frame0[d->stack_id], (void *)tree_build))
+			continue;
+		assert_int_equal(d->size_kind, HP_SIZE_EXACT);
+		assert_true(d->size == 16 || d->size == 24);
+		assert_int_equal(d->allocs, NW * TREE_REPS);
+		assert_int_equal(d->alloc_bytes, NW * TREE_REPS * d->size);
+		assert_int_equal(d->frees, NW * TREE_REPS);
+		assert_int_equal(d->freed_bytes, NW * TREE_REPS * d->size);
+		temp += d->temp_frees;
+		stacks[d->size == 24]++;
+	}
+	/* Each tree's last block is freed before the thread allocates again, and only it. */
+	assert_int_equal(temp, NW * TREE_REPS);
+	assert_int_equal(stacks[0], TREE_NODES);
+	assert_int_equal(stacks[1], TREE_NODES);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -955,7 +1017,7 @@ int main(void)
 	    cmocka_unit_test(test_basic),	  cmocka_unit_test(test_extended),
 	    cmocka_unit_test(test_sampling),	  cmocka_unit_test(test_sampling_temporary),
 	    cmocka_unit_test(test_max_memory),	  cmocka_unit_test(test_paths),
-	    cmocka_unit_test(test_address_limit),
+	    cmocka_unit_test(test_address_limit), cmocka_unit_test(test_many_sites),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
