@@ -23,7 +23,7 @@ int hp_threads_fenced;
 #define DENSE_PER_PAGE (4096u / sizeof(struct hp_site_ctr))
 #define DENSE_PAGES (HP_DENSE_SLOTS / DENSE_PER_PAGE)
 #define DENSE_BYTES (4096u + 2ull * HP_DENSE_SLOTS * sizeof(struct hp_site_ctr))
-#define DENSE_FREE_PAGES 8u
+#define DENSE_FREE_PAGES 2u
 #define DENSE_MIN_FILL 8u
 _Static_assert(HP_DENSE_SLOTS % DENSE_PER_PAGE == 0, "dense tables are whole pages");
 
