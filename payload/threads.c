@@ -34,7 +34,8 @@ struct dense_head {
 };
 _Static_assert(sizeof(struct dense_head) <= 4096, "the bookkeeping fits its page");
 
-/* Reserving address space is free for the target (hp_reserve_is_free), checked once. */
+/* Full mode, with membarrier, where reserving address space costs the target nothing
+ * (hp_reserve_is_free): set once at init. */
 static int dense_allowed;
 
 /* Table a's dense counters: the thread must have them. */

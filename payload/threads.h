@@ -7,13 +7,15 @@
  * (hp_own_add on the totals: one unlocked add to memory); records are
  * cache-line aligned so threads never share a line.
  * Each record holds two site tables ((stack id, size key) -> counters in HP_FX fixed
- * point, so sampled events can carry fractional weights): the owner adds to the active
- * one; hp_threads_drain, called by the collector only, swaps each record's tables and
- * hands every counter of the retired one to a callback, then empties it, and sums the
- * totals. The owner takes no lock: it marks its add with an odd sequence number, and the
- * collector, after flipping every record's active table, makes one membarrier() so that
- * each thread either sees the flip or shows its add in progress, and waits for those.
- * Without membarrier (MEMBARRIER_CMD_GLOBAL refused) a spinlock per record does it.
+ * point, so sampled events can carry fractional weights), in a hash table and, for a
+ * thread with many sites, in counters by stack id (hp_thread_dense): the owner adds to
+ * the active one; hp_threads_drain, called by the collector only, swaps each record's
+ * tables and hands every counter of the retired one that counted anything to a callback,
+ * then empties it (a counter by stack id keeps its key), and sums the totals. The owner
+ * takes no lock: it marks its add with an odd sequence number, and the collector, after
+ * flipping every record's active table, makes one membarrier() so that each thread
+ * either sees the flip or shows its add in progress, and waits for those. Without
+ * membarrier (MEMBARRIER_CMD_GLOBAL refused) a spinlock per record does it.
  */
 #ifndef HEAPPROF_THREADS_H
 #define HEAPPROF_THREADS_H
