@@ -105,8 +105,8 @@ struct hp_thread {
 		_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */
 		hp_spin lock;	      /* the same word, used as a lock without membarrier */
 	};
-	/* Full mode, once the thread has HP_DENSE_AFTER sites: each table's counters of exact
-	 * size keys by stack id (hp_thread_dense), NULL until then. */
+	/* Full mode, once the thread has HP_DENSE_AFTER sites of many stacks: each table's
+	 * counters of exact size keys by stack id (hp_thread_dense), NULL until then. */
 	struct hp_site_ctr *_Atomic dense;
 	struct hp_site_tab tab[2];
 	struct hp_totals tot;
@@ -143,12 +143,13 @@ static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
  * twice their size, in runs of eight at random places: a cache miss nearly every event
  * once the table outgrows the cache. Stack ids go out in that same order, so counters
  * indexed by stack id are met in order, with nothing to hash or probe, in half the room.
- * A thread gets them once its table holds HP_DENSE_AFTER sites: one counter per stack id
- * and table, for the first exact size key that claims it (most stacks allocate one
- * size), every other key in the hash table as before. The address space is reserved
- * (8 MB a table); pages are admitted one at a time, only while the thread's counters fill
- * its pages to an eighth and a quarter of max_memory stays free (threads.c): sparse ids
- * stay in the hash table, and these pages never switch a session to sampling. */
+ * A thread gets them once its table holds HP_DENSE_AFTER sites, if they are of a third as
+ * many stacks or more (threads.c, dense_pays): one counter per stack id and table, for
+ * the first exact size key that claims it (most stacks allocate one size), every other
+ * key in the hash table as before. The address space is reserved (8 MB a table); pages
+ * are admitted one at a time, only while the thread's counters fill its pages to an
+ * eighth and a quarter of max_memory stays free (threads.c): sparse ids stay in the hash
+ * table, and these pages never switch a session to sampling. */
 #define HP_DENSE_AFTER 512u
 #define HP_DENSE_SLOTS (HP_STACKS_MAX_IDS + 128u) /* per table: every stack id + 1, paged */
 
