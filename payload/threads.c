@@ -260,13 +260,16 @@ static int dense_pays(const struct hp_site_tab *tab)
 	return ids * 3 >= exact;
 }
 
+/* A table reaches HP_DENSE_AFTER sites once a round (the drain empties it). The add that
+ * takes it there may be a companion's (hp_thread_add_bytes), which is always inserted
+ * right after its site: then this one is the next, at HP_DENSE_AFTER + 1. */
 static void add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c)
 {
 	struct hp_site_ctr *e = site_tab_add(&t->tab[a], c);
 	t->last[a] = e ? (uint32_t)(e - t->tab[a].e) + 1 : 0;
 	if (!e)
 		hp_own_add(&t->tot.lost, 1);
-	else if (t->tab[a].count == HP_DENSE_AFTER && !t->dense_none &&
+	else if (t->tab[a].count - HP_DENSE_AFTER < 2u && !t->dense_none &&
 		 !atomic_load_explicit(&t->dense, memory_order_relaxed) && dense_pays(&t->tab[a]))
 		dense_make(t);
 }
