@@ -2,7 +2,7 @@
 # lib-stress.sh - attach/detach cycles and faults on tests/stress/stress-target (sourced after
 # tests/integration/lib.sh by the test-fault-*/test-state-* tests and by run-stress.sh).
 #
-# Contract: st_start starts the target and records what "clean" means for it (its open
+# Contract: st_start [--trees] starts the target (with its tree thread) and records what "clean" means for it (its open
 # files, its anonymous executable mappings). Every st_* cycle returns 0 when the target came
 # back clean and still passes its own checks, else prints "FAIL: <cycle>: <why>" on stderr
 # and returns 1; none exits, so a stress run can count failures and go on.
@@ -17,7 +17,7 @@ st_anon_exec()
 
 st_start()
 {
-	hp_start_target "$ST_TARGET"
+	hp_start_target "$ST_TARGET" "$@"
 	sleep 0.2
 	ST_FDS=$(hp_fd_count "$TARGET_PID")
 	ST_EXEC=$(st_anon_exec "$TARGET_PID")

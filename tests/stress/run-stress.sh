@@ -1,16 +1,17 @@
 #!/bin/bash
 # run-stress.sh [CYCLES] - make check-stress: CYCLES (default 100) attach/detach cycles on
-# the stress target, and as many faults: heapprof-attach killed with SIGKILL at a random
-# moment and at every remote call (in it and after it), the viewer killed; plus a second
-# attach and an attach under strace, both refused. Prints the cycles survived and every
-# failure; exits 1 if there was any.
+# the stress target (with its tree thread, so the payload's counters by stack id are made,
+# drained and unmapped at every cycle), and as many faults: heapprof-attach killed with
+# SIGKILL at a random moment and at every remote call (in it and after it), the viewer
+# killed; plus a second attach and an attach under strace, both refused. Prints the cycles
+# survived and every failure; exits 1 if there was any.
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/lib-stress.sh"
 
 cycles=${1:-100}
 hp_require_ptrace
 hp_require_binaries "$ST_TARGET"
-st_start
+st_start --trees
 ok=0 failed=0 faults=0
 count()
 {

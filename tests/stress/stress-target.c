@@ -15,6 +15,9 @@
  * - a sender queues SIGRTMIN to the process at a high rate; the signal thread's handler
  *   counts them, and at "check" every signal sent must have been received (real-time
  *   signals queue: none may be lost).
+ * With --trees, a tree thread also builds binary trees recursively, each node a block from a
+ * call path of its own (a left and a right call site: 2047 stacks a tree, so that an
+ * attached payload counts them by stack id), checks every node and frees them.
  * At "check" the code it maps must also be byte for byte what its files hold (heapprof's
  * trampoline, written into the zero tail of a code segment, must be gone; only a used
  * GLOB_DAT stub area, hpabi.h, may stay). "take" keeps the addresses of malloc and free as
@@ -104,6 +107,53 @@ static void *alloc_thread(void *arg)
 	}
 	for (int k = 0; k < SLOTS; k++)
 		free(slot[k].p);
+	return NULL;
+}
+
+#define TREE_DEPTH 10
+
+struct node {
+	struct node *kid[2];
+	unsigned char fill[16];
+};
+
+__attribute__((noinline)) static struct node *tree_build(int d)
+{
+	struct node *n = malloc(sizeof *n);
+	if (!n) {
+		fail("malloc(%zu) failed", sizeof *n);
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof n->fill; i++)
+		n->fill[i] = pattern(n, sizeof *n, i);
+	n->kid[0] = n->kid[1] = NULL;
+	atomic_fetch_add(&allocs, 1);
+	if (d > 0) {
+		n->kid[0] = tree_build(d - 1);
+		n->kid[1] = tree_build(d - 1);
+	}
+	return n;
+}
+
+static void tree_free(struct node *n)
+{
+	if (!n)
+		return;
+	for (size_t i = 0; i < sizeof n->fill; i++)
+		if (n->fill[i] != pattern(n, sizeof *n, i)) {
+			fail("tree node %p corrupted at %zu", (void *)n, i);
+			break;
+		}
+	tree_free(n->kid[0]);
+	tree_free(n->kid[1]);
+	free(n);
+}
+
+static void *tree_thread(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop))
+		tree_free(tree_build(TREE_DEPTH));
 	return NULL;
 }
 
@@ -346,8 +396,9 @@ static void check_signals(void)
 		     atomic_load(&sig_received));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	int trees = argc > 1 && !strcmp(argv[1], "--trees");
 	sigset_t s;
 	sigemptyset(&s);
 	sigaddset(&s, SIGRTMIN);
@@ -360,12 +411,14 @@ int main(void)
 	void *(*fns[])(void *) = {churn_thread, writer_thread, reader_thread, epoll_thread,
 				  futex_thread, sleep_thread,  signal_thread, sender_thread};
 	enum { NFIXED = sizeof fns / sizeof fns[0] };
-	pthread_t th[NFIXED + ALLOC_THREADS];
+	pthread_t th[NFIXED + ALLOC_THREADS + 1];
 	int n = 0;
 	for (int i = 0; i < ALLOC_THREADS; i++)
 		pthread_create(&th[n++], NULL, alloc_thread, (void *)(uintptr_t)(i + 1));
 	for (int i = 0; i < (int)NFIXED; i++)
 		pthread_create(&th[n++], NULL, fns[i], NULL);
+	if (trees)
+		pthread_create(&th[n++], NULL, tree_thread, NULL);
 	printf("ready\n");
 	fflush(stdout);
 
