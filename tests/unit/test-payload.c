@@ -18,6 +18,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,9 @@ static struct {
 	int live_recs, stacks, round_flags, live_before_round;
 } rd;
 
+/* rd.rounds for the workers, which read it while the reader counts. */
+static atomic_int rounds_seen;
+
 static void keyed_add(const struct hp_site_delta *d)
 {
 	for (int i = 0; i < rd.nkeyed; i++) {
@@ -208,6 +212,7 @@ static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
 	} else if (type == HP_REC_ROUND) {
 		hp_take(&b, end, &rd.last, sizeof rd.last);
 		rd.rounds++;
+		atomic_fetch_add(&rounds_seen, 1);
 		rd.round_flags |= (int)rd.last.flags;
 		if (rd.live_before_round && !(rd.last.flags & HP_ROUND_FINAL))
 			rd.order_ok = 0;
@@ -950,11 +955,14 @@ static void test_max_memory(void **state)
 /* A recursion whose every node is a call path of its own (a left and a right call site),
  * as in binary-trees: TREE_NODES stacks, each allocating two sizes from one call site, so
  * a thread has more sites than it keeps in its hash table alone (HP_DENSE_AFTER): the
- * first size of a stack is counted by stack id, the second in the hash table. Over
- * several rounds, so counters are drained and met again. */
+ * first size of a stack is counted by stack id, the second in the hash table. Every
+ * TREE_REPS_A_ROUND trees a worker waits for the next round, so counters are drained and
+ * met again however busy the machine (a fixed sleep saw two rounds in all under make -j2
+ * check of the sanitizer build). */
 #define TREE_DEPTH 9
 #define TREE_NODES ((1 << (TREE_DEPTH + 1)) - 1)
 #define TREE_REPS 40
+#define TREE_REPS_A_ROUND 10
 static void *tree_blocks[NW][2 * TREE_NODES];
 
 __attribute__((noinline)) void tree_build(int d, void **out, int *n);
@@ -970,6 +978,13 @@ __attribute__((noinline)) void tree_build(int d, void **out, int *n)
 	__asm__ volatile("" ::"r"(out) : "memory");
 }
 
+static void wait_next_round(void)
+{
+	int seen = atomic_load(&rounds_seen);
+	for (int i = 0; i < 1000 && atomic_load(&rounds_seen) == seen; i++)
+		usleep(10 * 1000);
+}
+
 static void work_tree(int k)
 {
 	for (int r = 0; r < TREE_REPS; r++) {
@@ -977,7 +992,8 @@ static void work_tree(int k)
 		tree_build(TREE_DEPTH, tree_blocks[k], &n);
 		for (int i = 0; i < n; i++)
 			free(tree_blocks[k][i]);
-		usleep(5 * 1000);
+		if (r % TREE_REPS_A_ROUND == TREE_REPS_A_ROUND - 1)
+			wait_next_round();
 	}
 }
 
