@@ -113,7 +113,8 @@ static void *worker(void *arg)
 static struct {
 	struct hp_reader r;
 	int fd;
-	int hello, ends, end_reason, order_ok, rounds, err;
+	int hello, ends, end_reason, order_ok, err;
+	atomic_int rounds; /* also read by the workers (wait_next_round) */
 	struct hp_round last;
 	uint64_t frame0[MAX_STACKS], depth[MAX_STACKS];
 	uint64_t frames[MAX_STACKS][STACK_KEEP]; /* the first STACK_KEEP of each */
@@ -127,9 +128,6 @@ static struct {
 	struct hp_live_site live[MAX_STACKS];
 	int live_recs, stacks, round_flags, live_before_round;
 } rd;
-
-/* rd.rounds for the workers, which read it while the reader counts. */
-static atomic_int rounds_seen;
 
 static void keyed_add(const struct hp_site_delta *d)
 {
@@ -212,7 +210,6 @@ static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
 	} else if (type == HP_REC_ROUND) {
 		hp_take(&b, end, &rd.last, sizeof rd.last);
 		rd.rounds++;
-		atomic_fetch_add(&rounds_seen, 1);
 		rd.round_flags |= (int)rd.last.flags;
 		if (rd.live_before_round && !(rd.last.flags & HP_ROUND_FINAL))
 			rd.order_ok = 0;
@@ -980,8 +977,8 @@ __attribute__((noinline)) void tree_build(int d, void **out, int *n)
 
 static void wait_next_round(void)
 {
-	int seen = atomic_load(&rounds_seen);
-	for (int i = 0; i < 1000 && atomic_load(&rounds_seen) == seen; i++)
+	int seen = atomic_load(&rd.rounds);
+	for (int i = 0; i < 1000 && atomic_load(&rd.rounds) == seen; i++)
 		usleep(10 * 1000);
 }
 
