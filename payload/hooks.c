@@ -179,7 +179,9 @@ static int thread_memos(struct hp_thread *t)
 {
 	if (!t->memo && !t->memo_none) {
 		uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
-		if (held + memo_bytes * HP_WALK_MEMOS + hp_stack_cache_size() <= hp.max_memory) {
+		if (held + HP_UNWIND_MEMOS_HEAD + memo_bytes * HP_WALK_MEMOS +
+			hp_stack_cache_size() <=
+		    hp.max_memory) {
 			t->memo = hp_unwind_memos_new(hp.args.max_depth, HP_WALK_MEMOS);
 			if (t->memo)
 				t->scache = hp_stack_cache_new();
@@ -195,23 +197,78 @@ static struct hp_unwind_memo *memo_at(struct hp_thread *t, unsigned i)
 	return (struct hp_unwind_memo *)((char *)t->memo + memo_bytes * i);
 }
 
+/* Which walk each memo began with, in the lines before the first memo
+ * (hp_unwind_memos_head): a hook finds its memo there rather than in every memo's first
+ * steps. begin[i] is the frame address of memo i's walk (it fits in 47 bits) with the low
+ * bits of the return address above it, 0 for none: equal words mean the same frame, so
+ * second[i] can be read at an offset from it, as the memo's walk read it there. second[i]
+ * is the return address one frame further up with its offset from the frame in the top 16
+ * bits, 0 when unknown: an allocation wrapper called from two places at the same depth
+ * (one frame, one return address) then has a memo for each caller. A memo found this way
+ * is still checked whole before its id is trusted (hp_unwind_memo_repeats). */
+struct memo_keys {
+	uint64_t begin[HP_WALK_MEMOS];
+	uint64_t second[HP_WALK_MEMOS];
+};
+_Static_assert(sizeof(struct memo_keys) <= HP_UNWIND_MEMOS_HEAD, "the memos' head holds it");
+_Static_assert(HP_WALK_MEMOS <= 8, "memo_used has a bit per memo");
+
+#define SECOND_RA_BITS 48
+
+static uint64_t begin_key(uintptr_t frame)
+{
+	if (frame >> 47)
+		return 0;
+	return frame | (uint64_t) * (const uintptr_t *)(frame + 8) << 47;
+}
+
+/* After a walk into memo i from frame: where its second return address is. */
+static void note_second(struct hp_thread *t, unsigned i, const struct hp_unwind_memo *m,
+			uintptr_t frame)
+{
+	struct memo_keys *mk = hp_unwind_memos_head(t->memo);
+	uint64_t off = m->n > 1 ? m->st[1].cfa - 8 - frame : 0, ra = m->n > 1 ? m->st[1].ra : 0;
+	int ok = mk->begin[i] && !m->cap_hit && m->st[0].bp_at == frame && off &&
+		 off >> (64 - SECOND_RA_BITS) == 0 && ra >> SECOND_RA_BITS == 0;
+	mk->second[i] = ok ? off << SECOND_RA_BITS | ra : 0;
+}
+
+static int memo_matches(const struct memo_keys *mk, unsigned i, uint64_t k, uintptr_t frame)
+{
+	uint64_t s = mk->second[i];
+	return mk->begin[i] == k && (!s || *(const uintptr_t *)(frame + (s >> SECOND_RA_BITS)) ==
+					       (s & ((1ull << SECOND_RA_BITS) - 1)));
+}
+
 /* Which memo a walk from the hook whose frame is frame goes into: the one whose last walk
- * began with the same frame (the same return address at the same depth), else the one after
- * the memo holding the thread's last walk, in turn. A program that takes turns between a
- * few allocation paths (a server's request: its arguments, an object, a reply, often
- * through one allocation wrapper, so at one return address but at different depths) then
- * finds each path's last walk whole, where a single memo would hold the other path's and
- * each walk would go by the rules up to where the two meet. A new walk splices against the
- * thread's last walk, wherever that is kept (the best match for a recursion). */
+ * began the same way (above), else one not picked for the longest, roughly (a clock: the
+ * hand passes over memos picked since it last came by). A program that takes turns between
+ * a few allocation paths (a server's request: its arguments, an object, a reply, often
+ * through one allocation wrapper) then finds each path's last walk whole, where a single
+ * memo would hold the other path's and each walk would go by the rules up to where the two
+ * meet. Taking the memo after the last one picked instead, a request of five paths, one of
+ * them between each two others, had every new path take the same memo: 40% of its
+ * allocations walked. A new walk splices against the thread's last walk, wherever that is
+ * kept (the best match for a recursion). */
 static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
 {
-	unsigned last = t->memo_last;
-	for (unsigned k = 0; k < HP_WALK_MEMOS; k++) {
-		unsigned i = (last + k) % HP_WALK_MEMOS;
-		if (hp_unwind_memo_begins(memo_at(t, i), frame))
+	struct memo_keys *mk = hp_unwind_memos_head(t->memo);
+	uint64_t k = begin_key(frame);
+	for (unsigned i = 0; k && i < HP_WALK_MEMOS; i++)
+		if (memo_matches(mk, i, k, frame)) {
+			t->memo_used |= (uint8_t)(1u << i);
 			return i;
+		}
+	unsigned h = t->memo_hand;
+	while (t->memo_used & (1u << h)) {
+		t->memo_used &= (uint8_t) ~(1u << h);
+		h = (h + 1) % HP_WALK_MEMOS;
 	}
-	return (last + 1) % HP_WALK_MEMOS;
+	t->memo_hand = (uint8_t)((h + 1) % HP_WALK_MEMOS);
+	t->memo_used |= (uint8_t)(1u << h);
+	mk->begin[h] = k;
+	mk->second[h] = 0;
+	return h;
 }
 
 /* The id of a capture: a memo's last one when the frames are that walk's, else through the
@@ -266,6 +323,8 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		unsigned d =
 		    hp_stack_capture(frames, hp.args.max_depth, frame, m, from, !tried, &same);
 		v.stack = capture_id(t, m, from, frames, d, same);
+		if (m)
+			note_second(t, slot, m, frame);
 	}
 	if (m) {
 		m->id = v.stack;

@@ -649,15 +649,19 @@ size_t hp_unwind_memo_size(unsigned max)
 struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n)
 {
 	size_t one = hp_unwind_memo_size(max);
-	char *p = hp_map(one * n);
-	for (unsigned i = 0; p && i < n; i++)
+	char *p = hp_map(HP_UNWIND_MEMOS_HEAD + one * n);
+	if (!p)
+		return NULL;
+	p += HP_UNWIND_MEMOS_HEAD;
+	for (unsigned i = 0; i < n; i++)
 		((struct hp_unwind_memo *)(p + one * i))->cap = max + MEMO_PREFIX;
 	return (struct hp_unwind_memo *)p;
 }
 
 void hp_unwind_memos_free(struct hp_unwind_memo *m, unsigned n)
 {
-	hp_unmap(m, (sizeof *m + m->cap * sizeof m->st[0]) * n);
+	hp_unmap((char *)m - HP_UNWIND_MEMOS_HEAD,
+		 HP_UNWIND_MEMOS_HEAD + (sizeof *m + m->cap * sizeof m->st[0]) * n);
 }
 
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max)

@@ -76,12 +76,19 @@ unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
 
 /* A memo for walks of at most max frames (cap = max + 16 steps), in hp_map memory of
  * hp_unwind_memo_size bytes; NULL when none could be mapped. hp_unwind_memos_new maps n of
- * them in one go, the i-th i * hp_unwind_memo_size(max) bytes after the first. */
+ * them in one go, the i-th i * hp_unwind_memo_size(max) bytes after the first, behind a
+ * zeroed line that is the caller's (hp_unwind_memos_head: the payload's hooks keep there
+ * which walk each memo began with). */
+#define HP_UNWIND_MEMOS_HEAD 128u
 size_t hp_unwind_memo_size(unsigned max);
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
 void hp_unwind_memo_free(struct hp_unwind_memo *m);
 struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n);
 void hp_unwind_memos_free(struct hp_unwind_memo *m, unsigned n);
+static inline void *hp_unwind_memos_head(struct hp_unwind_memo *first)
+{
+	return (char *)first - HP_UNWIND_MEMOS_HEAD;
+}
 unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			uintptr_t frame, struct hp_unwind_memo *m, int *same);
 /* 1 if m's last walk began at frame: its first step, like every walk's from a frame
