@@ -2,7 +2,7 @@
 # on demand, by `make bench-programs`, so that `make` and `make check` never build or run
 # them. They are the profiled programs: no sanitizer flags, optimized as a user would ship.
 BENCH_PROGS = bench/threadtest bench/linux-scalability bench/shbench bench/binary-trees \
-	bench/hash-table bench/parse-json bench/queue bench/microbench
+	bench/hash-table bench/parse-json bench/queue bench/microbench bench/request-paths
 EXTRA_PROGRAMS += $(BENCH_PROGS)
 CLEANFILES += $(BENCH_PROGS)
 
@@ -41,6 +41,10 @@ bench_queue_LDADD = $(BENCH_LIBS)
 bench_microbench_SOURCES = bench/microbench.c $(BENCH_COMMON)
 bench_microbench_CFLAGS = $(BENCH_CFLAGS)
 bench_microbench_LDADD = $(BENCH_LIBS)
+
+bench_request_paths_SOURCES = bench/request-paths.c $(BENCH_COMMON)
+bench_request_paths_CFLAGS = $(BENCH_CFLAGS)
+bench_request_paths_LDADD = $(BENCH_LIBS)
 
 .PHONY: bench-programs
 bench-programs: $(BENCH_PROGS:=$(EXEEXT))

@@ -7,7 +7,8 @@
 # RESULTS; progress goes to stderr. Environment:
 #   BENCH_SECONDS        seconds per run (default 5)
 #   BENCH_THREADS        thread counts (default "1 2 4")
-#   BENCH_PROGRAMS       programs (default: the seven of the brief and microbench; "none")
+#   BENCH_PROGRAMS       programs (default: the seven of the brief, microbench and
+#                        request-paths; "none")
 #   BENCH_PROBE_THREADS  spinning threads of the stop probe (default 2)
 #   BENCH_STOP_CYCLES    attach/detach cycles on the stop probe (default 3; 0 skips it)
 #   REDIS_REQUESTS       requests per redis-benchmark test (default 2000000; 0 skips redis)
@@ -37,8 +38,8 @@ bindir=$build/bench
 
 seconds=${BENCH_SECONDS:-5}
 threads=${BENCH_THREADS:-1 2 4}
-programs=${BENCH_PROGRAMS:-threadtest linux-scalability shbench binary-trees hash-table \
-parse-json queue microbench}
+seven='threadtest linux-scalability shbench binary-trees hash-table parse-json queue'
+programs=${BENCH_PROGRAMS:-$seven microbench request-paths}
 [ "$programs" = none ] && programs=''
 probe_threads=${BENCH_PROBE_THREADS:-2}
 stop_cycles=${BENCH_STOP_CYCLES:-3}
@@ -119,6 +120,12 @@ run_heaptrack()
 	done
 }
 
+# The geometric means are of the brief's seven programs only.
+of_seven()
+{
+	[[ " $seven " == *" $1 "* ]]
+}
+
 load_start=$(cut -d' ' -f1 /proc/loadavg)
 rows=()
 full_p2=() sampled_p2=() heaptrack_p2=()
@@ -142,7 +149,7 @@ for prog in $programs; do
 			ratio=$(bench_ratio "$base_ops" "$r_ops")
 			[ -z "$r_ops" ] && ratio=failed
 			row="$row | $ratio | $(bench_bytes "$r_size") | $(bench_bytes "$r_mem")"
-			if [ "$nthreads" = 2 ] && [ "$prog" != microbench ]; then
+			if [ "$nthreads" = 2 ] && of_seven "$prog"; then
 				[ "$m" = full ] && full_p2+=("$ratio") &&
 					full_p2_cpu+=("$(bench_ratio "$base_cpu" "$r_cpu")")
 				[ "$m" = sampled ] && sampled_p2+=("$ratio") &&
@@ -158,7 +165,7 @@ for prog in $programs; do
 			ratio=$(bench_ratio "$base_ops" "$r_ops")
 			[ -z "$r_ops" ] && ratio=failed
 			row="$row | $ratio | $(bench_bytes "$r_size") |"
-			[ "$nthreads" = 2 ] && [ "$prog" != microbench ] && heaptrack_p2+=("$ratio")
+			[ "$nthreads" = 2 ] && of_seven "$prog" && heaptrack_p2+=("$ratio")
 		else
 			row="$row | n/a | n/a |"
 		fi
@@ -263,7 +270,8 @@ report()
 		echo "$r"
 	done
 	echo
-	echo "- Geometric mean of the ratios at P=2, the seven programs (microbench excluded):" \
+	echo "- Geometric mean of the ratios at P=2, the seven programs (microbench and" \
+		"request-paths excluded):" \
 		"full $(bench_geomean "${full_p2[@]}"), sampled $(bench_geomean "${sampled_p2[@]}")," \
 		"heaptrack $(bench_geomean "${heaptrack_p2[@]}")."
 	echo "- The same for heapprof by CPU time (operations per CPU second of the target," \
