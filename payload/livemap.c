@@ -152,7 +152,8 @@ static uint64_t dm_pack(struct hp_live_val v)
 
 /* A size word overwritten by another block's (a block freed behind the payload's back,
  * whose memory went to another) leaves the size unknown: 0. */
-static struct hp_live_val dm_unpack(uint64_t e, const _Atomic uint64_t *w)
+__attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64_t e,
+									  const _Atomic uint64_t *w)
 {
 	struct hp_live_val v = {.stack = e & 0xffffff, .birth_ms = (uint32_t)(e >> 30)};
 	uint64_t n = e >> 24 & 31;
