@@ -306,8 +306,6 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		w = hp_weight_fx(n, rate);
 		v.size |= HP_LIVE_SAMPLED;
 	}
-	uint64_t frames[HP_MAX_DEPTH];
-	int same;
 	struct hp_unwind_memo *m = NULL, *from = NULL;
 	unsigned slot = 0;
 	if (thread_memos(t)) {
@@ -320,6 +318,8 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	if (tried && hp_unwind_memo_repeats(m, frame, hp.args.max_depth)) {
 		v.stack = m->id;
 	} else {
+		uint64_t frames[HP_MAX_DEPTH];
+		int same;
 		unsigned d =
 		    hp_stack_capture(frames, hp.args.max_depth, frame, m, from, !tried, &same);
 		v.stack = capture_id(t, m, from, frames, d, same);

@@ -147,7 +147,7 @@ static uint64_t dm_pack(struct hp_live_val v)
 {
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
 	return DM_BLOCK | v.stack | (n <= 16 ? n : DM_SIZE_NEXT) << 24 |
-	       (v.size & HP_LIVE_SAMPLED ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
+	       ((v.size & HP_LIVE_SAMPLED) ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
 }
 
 /* A size word overwritten by another block's (a block freed behind the payload's back,
@@ -159,9 +159,9 @@ __attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64
 	uint64_t n = e >> 24 & 31;
 	if (n == DM_SIZE_NEXT) {
 		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);
-		n = x & DM_NEXT ? x & ~DM_NEXT : 0;
+		n = (x & DM_NEXT) ? x & ~DM_NEXT : 0;
 	}
-	v.size = n | (e & (1ull << 29) ? HP_LIVE_SAMPLED : 0);
+	v.size = n | ((e & (1ull << 29)) ? HP_LIVE_SAMPLED : 0);
 	return v;
 }
 
