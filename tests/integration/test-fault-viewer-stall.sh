@@ -7,13 +7,13 @@
 # Session 1: heapprof-detach, and 1 s later the viewer continues: the payload, still within
 # its stall limit (3 s without a byte taken, counted from its stop), writes the last round,
 # and the profile ends "detach". The second of the limit left is for the viewer to take a
-# byte after SIGCONT on a machine busy with other tests: with 2 s here, one run in `make
-# -j2 check` saw the payload give up. Session 2: the viewer stays stopped until the payload is gone
-# from the target, which it can only be once the payload has given the stream up (a
-# fixed wait raced with a detach that a loaded machine started late); when the viewer
-# continues it says in one line that the stream ended inside a record, writes the whole
-# rounds and ends the profile "cut-short". Both times heapprof-attach and heapprof-detach exit 0, the
-# target is left clean and its self-check passes.
+# byte after SIGCONT on a machine busy with other tests: with 2 s here, one run in
+# `make -j2 check` saw the payload give up. Session 2: the viewer stays stopped until the
+# payload is gone from the target, which it can only be once the payload has given the
+# stream up (a fixed wait raced with a detach that a loaded machine started late); when
+# the viewer continues it says in one line that the stream ended inside a record, writes
+# the whole rounds and ends the profile "cut-short". Both times heapprof-attach and
+# heapprof-detach exit 0, the target is left clean and its self-check passes.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/stress/lib-stress.sh
