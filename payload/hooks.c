@@ -179,7 +179,7 @@ static int thread_memos(struct hp_thread *t)
 {
 	if (!t->memo && !t->memo_none) {
 		uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
-		if (held + HP_UNWIND_MEMOS_HEAD + memo_bytes * HP_WALK_MEMOS +
+		if (held + hp_unwind_memos_size(hp.args.max_depth, HP_WALK_MEMOS) +
 			hp_stack_cache_size() <=
 		    hp.max_memory) {
 			t->memo = hp_unwind_memos_new(hp.args.max_depth, HP_WALK_MEMOS);

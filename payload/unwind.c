@@ -646,22 +646,26 @@ size_t hp_unwind_memo_size(unsigned max)
 	return sizeof(struct hp_unwind_memo) + (max + MEMO_PREFIX) * sizeof(struct hp_unwind_step);
 }
 
+size_t hp_unwind_memos_size(unsigned max, unsigned n)
+{
+	return HP_UNWIND_MEMOS_HEAD + hp_unwind_memo_size(max) * n;
+}
+
 struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n)
 {
-	size_t one = hp_unwind_memo_size(max);
-	char *p = hp_map(HP_UNWIND_MEMOS_HEAD + one * n);
+	char *p = hp_map(hp_unwind_memos_size(max, n));
 	if (!p)
 		return NULL;
 	p += HP_UNWIND_MEMOS_HEAD;
 	for (unsigned i = 0; i < n; i++)
-		((struct hp_unwind_memo *)(p + one * i))->cap = max + MEMO_PREFIX;
+		((struct hp_unwind_memo *)(p + hp_unwind_memo_size(max) * i))->cap =
+		    max + MEMO_PREFIX;
 	return (struct hp_unwind_memo *)p;
 }
 
 void hp_unwind_memos_free(struct hp_unwind_memo *m, unsigned n)
 {
-	hp_unmap((char *)m - HP_UNWIND_MEMOS_HEAD,
-		 HP_UNWIND_MEMOS_HEAD + (sizeof *m + m->cap * sizeof m->st[0]) * n);
+	hp_unmap(hp_unwind_memos_head(m), hp_unwind_memos_size(m->cap - MEMO_PREFIX, n));
 }
 
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max)

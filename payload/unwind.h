@@ -76,11 +76,12 @@ unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
 
 /* A memo for walks of at most max frames (cap = max + 16 steps), in hp_map memory of
  * hp_unwind_memo_size bytes; NULL when none could be mapped. hp_unwind_memos_new maps n of
- * them in one go, the i-th i * hp_unwind_memo_size(max) bytes after the first, behind
- * HP_UNWIND_MEMOS_HEAD zeroed bytes that are the caller's (hp_unwind_memos_head: the
- * payload's hooks keep there which walk each memo began with). */
+ * them in one go (hp_unwind_memos_size bytes), the i-th i * hp_unwind_memo_size(max) bytes
+ * after the first, behind HP_UNWIND_MEMOS_HEAD zeroed bytes that are the caller's
+ * (hp_unwind_memos_head: the payload's hooks keep there which walk each memo began with). */
 #define HP_UNWIND_MEMOS_HEAD 128u
 size_t hp_unwind_memo_size(unsigned max);
+size_t hp_unwind_memos_size(unsigned max, unsigned n);
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
 void hp_unwind_memo_free(struct hp_unwind_memo *m);
 struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n);
