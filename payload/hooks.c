@@ -274,7 +274,7 @@ static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
 /* The id of a capture: a memo's last one when the frames are that walk's, else through the
  * thread's cache when the unwinder says how they relate to the last walk. */
 static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
-			   const struct hp_unwind_memo *from, const uint64_t *frames, unsigned d,
+			   const struct hp_unwind_memo *from, uint64_t *frames, unsigned d,
 			   int same)
 {
 	if (!m)
@@ -284,7 +284,8 @@ static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
 	if (same == 2 && from->id)
 		return from->id;
 	if (m->tail_after != HP_UNWIND_NO_TAIL)
-		return hp_stack_intern_after(t->scache, from->id, frames, d, m->tail_after);
+		return hp_stack_intern_after(t->scache, from->id, frames, d, m->tail_after, m);
+	hp_unwind_memo_tail(m, frames, d);
 	return hp_stack_intern(frames, d);
 }
 

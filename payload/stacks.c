@@ -12,14 +12,16 @@ enum { ENT_PENDING = 0, ENT_READY = 1 };
 
 struct ent {
 	uint64_t hash;
-	uint64_t off; /* into the frame arena */
+	uint32_t off; /* into the frame arena (its cap is below 2^32 frames) */
 	uint32_t depth;
 	atomic_uint state;
 	uint32_t sent;
-	/* The id some thread interned right after this one, through hp_stack_intern_after:
-	 * a guess, checked before it is used, and rewritten by whoever finds it wrong. */
-	_Atomic uint32_t next;
+	/* The stack some thread interned right after this one, through hp_stack_intern_after,
+	 * with how it was told from it (next_guess): a guess, checked before it is used, and
+	 * rewritten by whoever finds it wrong. */
+	_Atomic uint64_t next;
 };
+_Static_assert(sizeof(struct ent) == 32, "hp_stacks_init's bound counts 32 bytes an id");
 
 static struct {
 	_Atomic uint32_t *slots; /* hash index -> id; 0 empty, CLAIMING while written */
@@ -110,16 +112,20 @@ static uint64_t frames_hash(const uint64_t *f, unsigned depth)
 	return hp_hash64(a ^ b) | 1;
 }
 
-/* Stacks are a few frames: an inline loop beats a call to memcmp. */
-static int same_frames(const struct ent *e, const uint64_t *f, unsigned depth)
+/* 1 if e's first k frames are f's. Stacks are a few frames: an inline loop beats a call to
+ * memcmp. */
+static int same_start(const struct ent *e, const uint64_t *f, unsigned k)
 {
-	if (e->depth != depth)
-		return 0;
-	const uint64_t *g = &st.arena[e->off];
-	for (unsigned i = 0; i < depth; i++)
+	const uint64_t *g = st.arena + e->off;
+	for (unsigned i = 0; i < k; i++)
 		if (g[i] != f[i])
 			return 0;
 	return 1;
+}
+
+static int same_frames(const struct ent *e, const uint64_t *f, unsigned depth)
+{
+	return e->depth == depth && same_start(e, f, depth);
 }
 
 static int same(const struct ent *e, uint64_t h, const uint64_t *f, unsigned depth)
@@ -143,7 +149,7 @@ static uint32_t publish(_Atomic uint32_t *slot, uint64_t h, const uint64_t *f, u
 	struct ent *e = &st.ents[id];
 	memcpy(&st.arena[off], f, depth * sizeof *f);
 	e->hash = h;
-	e->off = off;
+	e->off = (uint32_t)off;
 	e->depth = depth;
 	atomic_store_explicit(&e->state, ENT_READY, memory_order_release);
 	atomic_store_explicit(slot, id, memory_order_release);
@@ -208,13 +214,24 @@ void hp_stack_cache_free(struct hp_stack_cache *c)
 	hp_unmap(c, sizeof *c);
 }
 
+/* An ent's next: the id, with the tail and the count of new frames of the splice it was
+ * interned from (both below 2^16: HP_MAX_DEPTH). A stack made after the same last with the
+ * same tail and k is k frames and then that same part of last's, so only the k compare. */
+static uint64_t next_guess(uint32_t id, unsigned tail, unsigned k)
+{
+	return id | (uint64_t)tail << 32 | (uint64_t)k << 48;
+}
+
 /* Ids are never reused, so (last, tail, new frames) always names the same frames: the
  * last `tail` frames of stack last, after the new ones. */
-uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, const uint64_t *f,
-			       unsigned depth, unsigned k)
+
+uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t *f, unsigned depth,
+			       unsigned k, const struct hp_unwind_memo *m)
 {
-	if (!c || !last || k > SC_FRAMES || k > depth)
+	if (!c || !last || k > SC_FRAMES || k > depth) {
+		hp_unwind_memo_tail(m, f, depth);
 		return hp_stack_intern(f, depth);
+	}
 	unsigned tail = depth - k;
 	uint64_t h = (uint64_t)last << 32 ^ tail << 8 ^ k;
 	for (unsigned i = 0; i < k; i++)
@@ -227,13 +244,17 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, const ui
 		return e->id;
 	/* A program that walks many paths in the same order again (binary-trees' trees) has
 	 * more of them than the cache holds: the stack that followed last the time before is
-	 * then checked first, which costs neither the hash nor the table's probes. */
+	 * then checked first, which costs neither the hash nor the table's probes; and only its
+	 * new frames are compared, as the cache's are, when it was made from last the same way. */
 	struct ent *prev = &st.ents[last];
-	uint32_t id = atomic_load_explicit(&prev->next, memory_order_acquire);
-	if (!id || !same_frames(&st.ents[id], f, depth)) {
+	uint64_t g = atomic_load_explicit(&prev->next, memory_order_acquire);
+	uint32_t id = (uint32_t)g;
+	if (!id || g != next_guess(id, tail, k) || !same_start(&st.ents[id], f, k)) {
+		hp_unwind_memo_tail(m, f, depth);
 		id = hp_stack_intern(f, depth);
 		if (id)
-			atomic_store_explicit(&prev->next, id, memory_order_release);
+			atomic_store_explicit(&prev->next, next_guess(id, tail, k),
+					      memory_order_release);
 	}
 	if (id) {
 		e->last = last;

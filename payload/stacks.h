@@ -35,7 +35,8 @@ struct hp_unwind_memo;
 /* Fills frames[0..max) from frame (the hook's __builtin_frame_address(0)) and returns the
  * depth; with memos (the calling thread's, or NULL), the walk goes into memo, spliced
  * against from's, and *same says which one's last capture the frames equal (1: memo's,
- * 2: from's, 0: neither); try_again as hp_unwind_memo_from's. */
+ * 2: from's, 0: neither); try_again as hp_unwind_memo_from's. Frames the walk took from
+ * from's may be left for hp_unwind_memo_tail to write (unwind.h). */
 unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
 			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from,
 			  int try_again, int *same);
@@ -45,9 +46,11 @@ struct hp_stack_cache;
 size_t hp_stack_cache_size(void);
 struct hp_stack_cache *hp_stack_cache_new(void);
 void hp_stack_cache_free(struct hp_stack_cache *c);
-/* c may be NULL (then it is hp_stack_intern); last is the id the previous capture got. */
-uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, const uint64_t *frames,
-			       unsigned depth, unsigned k);
+/* c may be NULL (then it is hp_stack_intern); last is the id the previous capture got; m
+ * is the memo of the capture, whose unwritten frames are written only if they are needed
+ * (unwind.h, hp_unwind_memo_tail). */
+uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t *frames,
+			       unsigned depth, unsigned k, const struct hp_unwind_memo *m);
 
 typedef void (*hp_stack_fn)(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg);
 void hp_stacks_each_new(hp_stack_fn fn, void *arg);

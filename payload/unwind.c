@@ -859,7 +859,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 {
 	*same = 0;
 	if (m)
-		m->tail_after = HP_UNWIND_NO_TAIL;
+		m->tail_after = m->unwritten = HP_UNWIND_NO_TAIL;
 	uintptr_t lo = frame, hi = stack_top(frame);
 	if (!hi)
 		return -1;
@@ -881,7 +881,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	struct hp_unwind_step pre[MEMO_PREFIX], s;
 	unsigned npre = 0, p = 0, n = 0;
 	uintptr_t look = 0;
-	int r = 1, spliced = 0;
+	int r = 1, spliced = 0, pre_dropped = 0;
 	/* Up to the first frame the last walk had too, steps go to pre. */
 	while (n < max && npre < MEMO_PREFIX) {
 		r = npre ? walk_step(look, lo, hi, &sp, &bp, &s)
@@ -897,6 +897,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		}
 		if (kept(s.ra, drop_lo, drop_hi))
 			frames[n++] = s.ra;
+		else
+			pre_dropped = 1;
 		look = s.ra - 1;
 		pre[npre++] = s;
 		if (!usable)
@@ -920,17 +922,29 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			prefix_same = from->st[i].ra == pre[i].ra;
 		/* The splice step's own frame is the last walk's too. */
 		unsigned new_frames = n - kept(pre[npre - 1].ra, drop_lo, drop_hi);
-		/* The rest of the last walk, as far as max lets it. */
-		unsigned i = p + 1;
-		for (; i < from->n && n < max; i++)
-			if (kept(from->st[i].ra, drop_lo, drop_hi))
-				frames[n++] = from->st[i].ra;
+		/* The rest of the last walk, as far as max lets it: unwritten when they are its
+		 * steps' return addresses one for one and the walk ends with them (from did not
+		 * stop at max), else copied here. */
+		unsigned i = p + 1, written = n;
+		int lazy = !from->dropped && !from->cut;
+		if (lazy) {
+			unsigned rest = from->n - i < max - n ? from->n - i : max - n;
+			i += rest;
+			n += rest;
+		} else {
+			for (; i < from->n && n < max; i++)
+				if (kept(from->st[i].ra, drop_lo, drop_hi))
+					frames[n++] = from->st[i].ra;
+		}
 		unsigned tail = i - (p + 1);
 		if (npre + tail > m->cap) {
+			for (unsigned j = written; lazy && j < n; j++)
+				frames[j] = from->st[p + 1 + j - written].ra;
 			m->n = 0;
 			return (int)n;
 		}
 		int truncated = i < from->n, cut = truncated || from->cut;
+		m->dropped = pre_dropped || from->dropped;
 		if (!cut)
 			m->tail_after = new_frames;
 		if (m != from) {
@@ -945,6 +959,10 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		memo_set_prefix(m, pre, npre);
 		m->n = npre + tail;
 		m->walked = npre;
+		if (lazy && written < n) {
+			m->unwritten = written;
+			m->unwritten_step = npre;
+		}
 		*same = prefix_same ? 2 : 0;
 		/* Where the last walk stopped at max, this one may go on from its end. */
 		if (!m->cut || n == max) {
@@ -962,6 +980,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		memo_set_prefix(m, pre, npre);
 		m->n = npre;
 		m->walked = npre;
+		m->dropped = pre_dropped;
 	}
 	m->gen = gen;
 	m->max = max;
@@ -976,6 +995,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 			break;
 		if (kept(s.ra, drop_lo, drop_hi))
 			frames[n++] = s.ra;
+		else
+			m->dropped = 1;
 		look = s.ra - 1;
 		memo_put(m, &s);
 		m->walked++;
@@ -1065,5 +1086,7 @@ __attribute__((noinline)) unsigned hp_unwind_memo_from(uint64_t *frames, unsigne
 unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			uintptr_t frame, struct hp_unwind_memo *m, int *same)
 {
-	return hp_unwind_memo_from(frames, max, drop_lo, drop_hi, frame, m, m, 1, same);
+	unsigned n = hp_unwind_memo_from(frames, max, drop_lo, drop_hi, frame, m, m, 1, same);
+	hp_unwind_memo_tail(m, frames, n);
+	return n;
 }

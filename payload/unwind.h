@@ -58,6 +58,11 @@ struct hp_unwind_memo {
 	/* After a walk: k when its frames past the first k are the walk before's last frames
 	 * (it spliced, and neither walk stopped at max), else HP_UNWIND_NO_TAIL. */
 	unsigned tail_after;
+	/* After hp_unwind_memo_from: the frames from unwritten on (HP_UNWIND_NO_TAIL: none)
+	 * were not written; they are the return addresses of the steps from unwritten_step on
+	 * (hp_unwind_memo_tail). */
+	unsigned unwritten, unwritten_step;
+	int dropped; /* some step's return address was dropped (in [drop_lo, drop_hi)) */
 	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
 	/* hp_unwind_memo_repeats's words, made from the steps when the walk first repeats:
 	 * HP_MEMO_CHECKS_UNMADE, _LONG (more words than chk holds), else 1 + the number of
@@ -107,10 +112,24 @@ int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned m
  * m (from may be m; both made with the same max); first, though, it is taken whole from m
  * when it is m's last walk again (unless try_again is 0: the caller found
  * hp_unwind_memo_repeats false already). *same is then 1 (m's last walk), or 2 when the
- * frames are from's last walk's, and m's tail_after is counted against from's walk. */
+ * frames are from's last walk's, and m's tail_after is counted against from's walk.
+ * The frames a splice takes from from's walk may be left unwritten (m's unwritten): a
+ * caller that reads them calls hp_unwind_memo_tail first. The first tail_after frames are
+ * always written, so a caller that knows the stack from those and from's (stacks.c) saves
+ * the copy. */
 unsigned hp_unwind_memo_from(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
 			     uintptr_t frame, struct hp_unwind_memo *m,
 			     const struct hp_unwind_memo *from, int try_again, int *same);
+
+/* Writes the frames hp_unwind_memo_from left unwritten, n in all; m may be NULL. */
+static inline void hp_unwind_memo_tail(const struct hp_unwind_memo *m, uint64_t *frames, unsigned n)
+{
+	if (!m || m->unwritten == HP_UNWIND_NO_TAIL)
+		return;
+	const struct hp_unwind_step *s = &m->st[m->unwritten_step];
+	for (unsigned i = m->unwritten; i < n; i++)
+		frames[i] = (s++)->ra;
+}
 
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */

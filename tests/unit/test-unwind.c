@@ -264,14 +264,21 @@ static struct hp_unwind_memo *memo, *memo_from;
 static int memo_same;
 
 /* Called like the others from call_unwinder, and walks from its own frame as a hook does,
- * so its first frame is the return into call_unwinder, as the slow walk's is. */
+ * so its first frame is the return into call_unwinder, as the slow walk's is. With two
+ * memos, frames the splice left unwritten are poisoned first, so that any that
+ * hp_unwind_memo_tail does not write compare unequal. */
 __attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max, uintptr_t lo,
 						      uintptr_t hi)
 {
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
-	unsigned n =
-	    memo_from ? hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from, 1, &memo_same)
-		      : hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
+	unsigned n;
+	if (memo_from) {
+		memset(f, 0xa5, max * sizeof *f);
+		n = hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from, 1, &memo_same);
+		hp_unwind_memo_tail(memo, f, n);
+	} else {
+		n = hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
+	}
 	__asm__ volatile("" ::: "memory");
 	return n;
 }
