@@ -13,6 +13,8 @@
 #   BENCH_STOP_CYCLES    attach/detach cycles on the stop probe (default 3; 0 skips it)
 #   REDIS_REQUESTS       requests per redis-benchmark test (default 2000000; 0 skips redis)
 #   REDIS_PASSES         passes of unprofiled, full and sampled redis runs (default 3)
+#   BENCH_REFERENCE_RATE unprofiled microbench pairs/s at P=1 in the reference run of
+#                        docs/performance.md (default 151800000)
 # Each program and P runs unprofiled, then under heapprof-attach in every mode the command
 # offers (basic, extended, full, sampled; a mode it does not offer yet is "n/a"), then under
 # heaptrack when it is installed (installed here when run as root). A profiled run starts
@@ -125,6 +127,21 @@ of_seven()
 {
 	[[ " $seven " == *" $1 "* ]]
 }
+
+# The host's speed moved by half between sessions on the same virtual machine, and with it
+# every ratio (memory-bound payload work slows more than the programs' own): a run is
+# comparable with the reference only on a host about as fast, which this says first.
+reference_rate=${BENCH_REFERENCE_RATE:-151800000}
+"$bindir/microbench" --seconds 2 --threads 1 >"$bench_tmp/speed.out" 2>&1 </dev/null
+host_rate=$(bench_ops "$bench_tmp/speed.out")
+host_slow=$(awk -v h="$host_rate" -v r="$reference_rate" 'BEGIN { print (h == "" || h < 0.8 * r) }')
+host_line="- Host speed: microbench unprofiled at P=1 for 2 s before the runs: $(bench_rate "$host_rate")"
+host_line+=" pairs/s (the reference run: $(bench_rate "$reference_rate"))."
+if [ "$host_slow" = 1 ]; then
+	host_line+=" Below 80% of the reference: this run's ratios are not comparable with it."
+	bench_log "warning: the host runs at $(bench_rate "$host_rate") pairs/s against" \
+		"$(bench_rate "$reference_rate") in the reference run; ratios will not be comparable"
+fi
 
 load_start=$(cut -d' ' -f1 /proc/loadavg)
 rows=()
@@ -279,6 +296,7 @@ report()
 		"a process of its own; docs/performance.md, \"Noise\"): full" \
 		"$(bench_geomean "${full_p2_cpu[@]}"), sampled $(bench_geomean "${sampled_p2_cpu[@]}")."
 	echo "- free+malloc microbenchmark, full mode, P=${micro_p:-n/a}: ${micro_full:-n/a}."
+	echo "$host_line"
 	if [ -n "$probe_stops" ]; then
 		echo "- Stop probe ($probe_threads spinning threads, $stop_cycles cycles): longest" \
 			"stop at attach $probe_stops ms). Largest gaps, time waiting for a CPU" \
