@@ -321,6 +321,8 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	} else {
 		uint64_t frames[HP_MAX_DEPTH];
 		int same;
+		if (m && from->id)
+			hp_stack_prefetch_after(from->id);
 		unsigned d =
 		    hp_stack_capture(frames, hp.args.max_depth, frame, m, from, !tried, &same);
 		v.stack = capture_id(t, m, from, frames, d, same);

@@ -222,6 +222,13 @@ static uint64_t next_guess(uint32_t id, unsigned tail, unsigned k)
 	return id | (uint64_t)tail << 32 | (uint64_t)k << 48;
 }
 
+void hp_stack_prefetch_after(uint32_t last)
+{
+	uint32_t id = (uint32_t)atomic_load_explicit(&st.ents[last].next, memory_order_acquire);
+	if (id)
+		__builtin_prefetch(st.arena + st.ents[id].off);
+}
+
 /* Ids are never reused, so (last, tail, new frames) always names the same frames: the
  * last `tail` frames of stack last, after the new ones. */
 

@@ -52,6 +52,10 @@ void hp_stack_cache_free(struct hp_stack_cache *c);
 uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t *frames,
 			       unsigned depth, unsigned k, const struct hp_unwind_memo *m);
 
+/* Starts loading the frames of the stack interned after last the time before, which
+ * hp_stack_intern_after compares first, while the walk runs. */
+void hp_stack_prefetch_after(uint32_t last);
+
 typedef void (*hp_stack_fn)(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg);
 void hp_stacks_each_new(hp_stack_fn fn, void *arg);
 
