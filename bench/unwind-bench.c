@@ -16,30 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "payload/payload.h"
 #include "payload/unwind.h"
 
-void *hp_map(size_t len)
-{
-	void *p = mmap(NULL, hp_page_round(len), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-void hp_unmap(void *p, size_t len)
-{
-	munmap(p, hp_page_round(len));
-}
-
-size_t hp_page_round(size_t len)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	return (len + pg - 1) & ~(pg - 1);
-}
+/* start.c's: mem.c's helpers read the session's bounds from it. */
+struct hp_payload hp;
 
 typedef unsigned (*unwind_fn)(uint64_t *f, unsigned max, uintptr_t lo, uintptr_t hi);
 

@@ -2,7 +2,7 @@
 # Built without libtool and never with the sanitizer flags: its CFLAGS replace AM_CFLAGS.
 payload_PROGRAMS += payload/heapprof-payload.so
 payload_heapprof_payload_so_SOURCES = \
-	payload/payload.h payload/start.c \
+	payload/payload.h payload/start.c payload/mem.c \
 	payload/got.c payload/got.h \
 	payload/hooks.c payload/hooks.h \
 	payload/dlcaller.c payload/dlcaller.h \
@@ -76,7 +76,8 @@ tests_unit_unwind_nofp_so_SOURCES = tests/unit/unwind-shapes.c
 tests_unit_unwind_nofp_so_CFLAGS = -std=gnu11 $(HP_WARN_CFLAGS) -O2 -fPIC -fomit-frame-pointer \
 	-DSHAPE_PREFIX=nofp_ -DSHAPE_RBP_FREE=1
 tests_unit_unwind_nofp_so_LDFLAGS = $(HP_GOTLIB_LINK)
-tests_unit_test_unwind_SOURCES = tests/unit/test-unwind.c payload/unwind.c payload/unwind.h
+tests_unit_test_unwind_SOURCES = tests/unit/test-unwind.c payload/unwind.c payload/unwind.h \
+	payload/mem.c payload/stacks.c payload/stacks.h
 tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) -fno-omit-frame-pointer \
 	-DUNWIND_FP_PATH='"$(abs_top_builddir)/tests/unit/unwind-fp.so"' \
 	-DUNWIND_NOFP_PATH='"$(abs_top_builddir)/tests/unit/unwind-nofp.so"'
@@ -87,7 +88,8 @@ tests_unit_test_unwind_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
 # (docs/performance.md, "Stack capture").
 EXTRA_PROGRAMS += bench/unwind-bench
 CLEANFILES += bench/unwind-bench
-bench_unwind_bench_SOURCES = bench/unwind-bench.c payload/unwind.c payload/unwind.h
+bench_unwind_bench_SOURCES = bench/unwind-bench.c payload/unwind.c payload/unwind.h \
+	payload/mem.c payload/stacks.c payload/stacks.h
 bench_unwind_bench_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -g -O2 \
 	-fno-omit-frame-pointer $(LIBUNWIND_CFLAGS)
 # libgcc_eh first: libunwind also defines _Unwind_Backtrace, and libgcc's is the reference.

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,8 +25,6 @@
 #include "stacks.h"
 #include "threads.h"
 
-_Atomic uint64_t hp_mapped_bytes;
-
 enum { ST_IDLE, ST_RUNNING, ST_STOPPED };
 
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,80 +37,6 @@ static pid_t loaded_pid;
 static atomic_int pending_rfd = -1;
 
 struct hp_payload hp = {.po = &po_none};
-
-size_t hp_page_round(size_t len)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	return (len + pg - 1) & ~(pg - 1);
-}
-
-void *hp_reserve(size_t len)
-{
-	void *p = mmap(NULL, hp_page_round(len), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-void hp_unreserve(void *p, size_t len)
-{
-	munmap(p, hp_page_round(len));
-}
-
-void *hp_map(size_t len)
-{
-	void *p = hp_reserve(len);
-	if (p)
-		atomic_fetch_add(&hp_mapped_bytes, hp_page_round(len));
-	return p;
-}
-
-void hp_unmap(void *p, size_t len)
-{
-	hp_unreserve(p, len);
-	atomic_fetch_sub(&hp_mapped_bytes, hp_page_round(len));
-}
-
-int hp_reserve_is_free(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)
-		return 0;
-	char mode = '2';
-	int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (read(fd, &mode, 1) != 1)
-			mode = '2';
-		close(fd);
-	}
-	return mode != '2';
-}
-
-static uint64_t held_after(size_t len)
-{
-	return atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed) + hp_stacks_bytes() +
-	       hp_page_round(len);
-}
-
-int hp_mem_spare(size_t len)
-{
-	return held_after(len) <= hp.max_memory - hp.max_memory / 4;
-}
-
-int hp_mem_admit(size_t len)
-{
-	if (held_after(len) <= hp.max_memory)
-		return 1;
-	hp_go_sampled();
-	return 0;
-}
-
-void hp_go_sampled(void)
-{
-	if (atomic_exchange(&hp.went_sampled, 1))
-		return;
-	uint64_t none = 0;
-	atomic_compare_exchange_strong(&hp.rate, &none, HP_DEFAULT_SAMPLE_RATE);
-}
 
 static uint64_t coarse_ms(void)
 {
