@@ -83,6 +83,15 @@ tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) -fno-omit-frame-pointe
 	-DUNWIND_NOFP_PATH='"$(abs_top_builddir)/tests/unit/unwind-nofp.so"'
 tests_unit_test_unwind_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
 
+# The site counters (tests/unit/test-threads.c): threads.c with the payload's memory
+# helpers (mem.c) and what its teardown frees (stacks.c, unwind.c).
+check_PROGRAMS += tests/unit/test-threads
+TESTS += tests/unit/test-threads
+tests_unit_test_threads_SOURCES = tests/unit/test-threads.c payload/threads.c payload/threads.h \
+	payload/mem.c payload/stacks.c payload/stacks.h payload/unwind.c payload/unwind.h
+tests_unit_test_threads_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS)
+tests_unit_test_threads_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
+
 # The per-capture cost of every way of walking the stack (bench/unwind-bench.c), built by
 # `make bench-programs`; `make bench-unwind` runs it on a shallow and a deep stack
 # (docs/performance.md, "Stack capture").

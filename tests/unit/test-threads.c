@@ -1,0 +1,207 @@
+/* test-threads.c - payload/threads.c's site counters, in one process: which counters a
+ * thread's sites go to, and that every event is counted once wherever it went.
+ *
+ * A thread's sites go to its hash table until it holds HP_DENSE_AFTER of them; then, if
+ * they are of many stacks, the thread gets counters by stack id, whose pages are admitted
+ * only while the thread's claimed counters fill them to an eighth (past the first two).
+ * Each test runs its events in a thread of its own on a fresh table of records, then
+ * drains the counters as the collector does and checks every site's counts. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "payload/payload.h"
+#include "payload/threads.h"
+
+struct hp_payload hp;
+
+/* start.c's clock: only a sampling decision's seed reads it, and nothing here samples. */
+uint32_t hp_now_ms(void)
+{
+	return 0;
+}
+
+/* What a worker thread adds: sites of nstacks stack ids, spacing apart from first, each
+ * of nsizes exact sizes, every site allocated and freed reps times. */
+struct plan {
+	uint32_t first, spacing, nstacks, nsizes, reps;
+	/* Seen by the worker after its adds. */
+	int dense;
+	uint32_t hashed; /* sites in its active hash table */
+	uint64_t mapped; /* hp_mapped_bytes after its adds */
+};
+
+static uint64_t key_of(const struct plan *p, uint32_t s, uint32_t z)
+{
+	return hp_site_key(p->first + s * p->spacing, hp_size_code(16 + z));
+}
+
+static void *worker(void *arg)
+{
+	struct plan *p = arg;
+	struct hp_thread *t = hp_thread_self();
+	assert_non_null(t);
+	for (uint32_t r = 0; r < p->reps; r++)
+		for (uint32_t s = 0; s < p->nstacks; s++)
+			for (uint32_t z = 0; z < p->nsizes; z++) {
+				uint64_t n = 16 + z;
+				hp_thread_add_alloc(t, key_of(p, s, z), HP_FX_ONE, n << HP_FX);
+				hp_thread_add_free(t, key_of(p, s, z), HP_FX_ONE, n << HP_FX, 0);
+			}
+	p->dense = atomic_load(&t->dense) != NULL;
+	p->hashed = t->tab[atomic_load(&t->active)].count;
+	p->mapped = atomic_load(&hp_mapped_bytes);
+	return NULL;
+}
+
+/* The drain's counters summed by site: a site met in the hash table first and claimed by
+ * a counter by stack id later has one of each, which the collector adds up the same way. */
+struct drained {
+	const struct plan *p;
+	uint64_t *allocs, *frees;
+	uint32_t counters, foreign;
+};
+
+static void drained_site(const struct hp_site_ctr *c, void *arg)
+{
+	struct drained *d = arg;
+	const struct plan *p = d->p;
+	uint32_t id = (uint32_t)(c->key >> 32) - 1, size = (uint32_t)c->key & 0xffffff;
+	uint32_t s = (id - p->first) / p->spacing, z = size - 16;
+	d->counters++;
+	if (id < p->first || (id - p->first) % p->spacing || s >= p->nstacks || size < 16 ||
+	    z >= p->nsizes || c->key != key_of(p, s, z) || c->temp_frees) {
+		d->foreign++;
+		return;
+	}
+	d->allocs[s * p->nsizes + z] += c->allocs;
+	d->frees[s * p->nsizes + z] += c->frees;
+}
+
+/* Runs p in a thread of its own and checks every site's counts after a drain. */
+static void run_plan(struct plan *p)
+{
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, worker, p), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	uint32_t n = p->nstacks * p->nsizes;
+	struct drained d = {.p = p, .allocs = calloc(n, 8), .frees = calloc(n, 8)};
+	assert_true(d.allocs && d.frees);
+	struct hp_sum sum;
+	memset(&sum, 0, sizeof sum);
+	hp_threads_drain(drained_site, &d, &sum);
+	assert_int_equal(d.foreign, 0);
+	assert_int_equal(sum.lost, 0);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(d.allocs[i], (uint64_t)p->reps * HP_FX_ONE);
+		assert_int_equal(d.frees[i], (uint64_t)p->reps * HP_FX_ONE);
+	}
+	print_message("%u stacks %u apart, %u sizes: dense %d, %u sites hashed, %u counters\n",
+		      p->nstacks, p->spacing, p->nsizes, p->dense, p->hashed, d.counters);
+	free(d.allocs);
+	free(d.frees);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(&hp, 0, sizeof hp);
+	hp.args.mode = HP_MODE_FULL;
+	hp.max_memory = 1ull << 30;
+	return hp_threads_init();
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	hp_threads_fini();
+	assert_int_equal(atomic_load(&hp_mapped_bytes), 0);
+	return 0;
+}
+
+/* Without membarrier the records take a lock and no thread gets dense counters. */
+static void need_dense(void)
+{
+	if (!hp_threads_fenced || !hp_reserve_is_free())
+		skip();
+}
+
+/* A few sites: the hash table, and the thread's last counter for each repeat. */
+static void test_few_sites(void **state)
+{
+	(void)state;
+	struct plan p = {.first = 1, .spacing = 1, .nstacks = 20, .nsizes = 3, .reps = 5};
+	run_plan(&p);
+	assert_false(p.dense);
+	assert_int_equal(p.hashed, 60);
+}
+
+/* Many stacks, ids in a row (binary-trees): past HP_DENSE_AFTER sites every new one is
+ * counted by stack id. */
+static void test_dense_in_a_row(void **state)
+{
+	(void)state;
+	need_dense();
+	struct plan p = {.first = 1, .spacing = 1, .nstacks = 3000, .nsizes = 1, .reps = 3};
+	run_plan(&p);
+	assert_true(p.dense);
+	assert_in_range(p.hashed, HP_DENSE_AFTER, HP_DENSE_AFTER + 1);
+}
+
+/* Many sizes of a few stacks (shbench): each stack's one counter by id would be taken by
+ * one size and checked for nothing by all the others, so the thread gets none. */
+static void test_dense_does_not_pay(void **state)
+{
+	(void)state;
+	need_dense();
+	struct plan p = {.first = 1, .spacing = 1, .nstacks = 2, .nsizes = 1000, .reps = 2};
+	run_plan(&p);
+	assert_false(p.dense);
+	assert_int_equal(p.hashed, 2000);
+}
+
+/* Stack ids eight apart fill each page of counters (128 of them) to exactly the fill rule's
+ * eighth, so every page is admitted; sixteen apart, only the first two are, and the rest of
+ * the sites stay in the hash table, where a page each would cost 4 KB a site. */
+static void test_fill_rule(void **state)
+{
+	(void)state;
+	need_dense();
+	const uint32_t n = 3000;
+	struct plan eighth = {.first = 1, .spacing = 8, .nstacks = n, .nsizes = 1, .reps = 2};
+	run_plan(&eighth);
+	assert_true(eighth.dense);
+	assert_in_range(eighth.hashed, HP_DENSE_AFTER, HP_DENSE_AFTER + 1);
+	teardown(state);
+	setup(state);
+	struct plan sparse = {.first = 1, .spacing = 16, .nstacks = n, .nsizes = 1, .reps = 2};
+	run_plan(&sparse);
+	assert_true(sparse.dense);
+	/* Two pages of eight ids each were admitted, whichever the first ones were. */
+	assert_in_range(sparse.hashed, n - 16 - 1, n - 16 + 1);
+	/* A page a site would have taken the sparse thread to 10 MB of counters; it holds less
+	 * than the thread at an eighth, whose pages are each an eighth full. */
+	print_message("mapped: %" PRIu64 " KB at an eighth, %" PRIu64 " KB at a sixteenth\n",
+		      eighth.mapped >> 10, sparse.mapped >> 10);
+	assert_true(sparse.mapped < eighth.mapped);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_few_sites, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dense_in_a_row, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dense_does_not_pay, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fill_rule, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
