@@ -231,7 +231,6 @@ void hp_stack_prefetch_after(uint32_t last)
 
 /* Ids are never reused, so (last, tail, new frames) always names the same frames: the
  * last `tail` frames of stack last, after the new ones. */
-
 uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t *f, unsigned depth,
 			       unsigned k, const struct hp_unwind_memo *m)
 {
