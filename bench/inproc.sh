@@ -8,7 +8,11 @@
 # second half took, with and without the payload, and their difference: the payload's
 # own. Exact and repeatable where the attached benchmarks' ratios are not
 # (docs/performance.md, "Instructions, counted"); about 10 s a shape.
-set -u
+bench_me=inproc
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/bench-lib.sh
+. "$here/bench-lib.sh"
+
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 	echo "usage: $0 BUILDDIR [PAYLOAD]" >&2
 	exit 2
@@ -16,12 +20,9 @@ fi
 build=$1
 payload=${2:-$build/payload/heapprof-payload.so}
 prog=$build/bench/inproc
-command -v valgrind >/dev/null || {
-	echo "inproc: valgrind is not installed: apt-get install valgrind" >&2
-	exit 1
-}
+bench_install valgrind || exit 1
 if [ ! -x "$prog" ] || [ ! -r "$payload" ]; then
-	echo "inproc: $prog or $payload is missing: run 'make bench-inproc'" >&2
+	bench_log "$prog or $payload is missing: run 'make bench-inproc'"
 	exit 1
 fi
 
@@ -33,7 +34,7 @@ count()
 	ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' <<<"$out")
 	allocs=$(sed -n 's/.*allocations=\([0-9]*\).*/\1/p' <<<"$out")
 	if [ -z "$ir" ] || [ -z "$allocs" ] || [ "$allocs" = 0 ]; then
-		echo "inproc: $2 failed under callgrind:" >&2
+		bench_log "$2 failed under callgrind:"
 		echo "$out" | tail -5 >&2
 		return 1
 	fi
