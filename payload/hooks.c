@@ -307,12 +307,11 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		w = hp_weight_fx(n, rate);
 		v.size |= HP_LIVE_SAMPLED;
 	}
-	struct hp_unwind_memo *m = NULL, *from = NULL;
+	struct hp_unwind_memo *m = NULL;
 	unsigned slot = 0;
 	if (thread_memos(t)) {
 		slot = memo_pick(t, frame);
 		m = memo_at(t, slot);
-		from = memo_at(t, t->memo_last);
 	}
 	/* The walk need not find again that it does not repeat m's. */
 	int tried = m && m->id;
@@ -321,7 +320,9 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	} else {
 		uint64_t frames[HP_MAX_DEPTH];
 		int same;
-		if (m && from->id)
+		/* The thread's last walk, which this one splices against. */
+		const struct hp_unwind_memo *from = m ? memo_at(t, t->memo_last) : NULL;
+		if (from && from->id)
 			hp_stack_prefetch_after(from->id);
 		unsigned d =
 		    hp_stack_capture(frames, hp.args.max_depth, frame, m, from, !tried, &same);
