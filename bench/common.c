@@ -1,6 +1,7 @@
 /* common.c - argument parsing, worker threads and throughput reporting for bench/. */
 #include "common.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -15,6 +16,9 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "hpabi.h"
+#include "hpformat.h"
 
 #define MAX_THREADS 256
 #define MAX_PARAMS 8
@@ -91,7 +95,9 @@ static void on_signal(int sig)
 
 static void usage(FILE *f, const struct bench_def *def)
 {
-	fprintf(f, "usage: %s [--seconds S | --iterations N] [--threads P] [--seed N] [--progress]",
+	fprintf(f,
+		"usage: %s [--seconds S | --iterations N] [--threads P] [--seed N] [--progress] "
+		"[--payload PATH]",
 		def->name);
 	for (const struct bench_param *p = def->params; p && p->name; p++)
 		fprintf(f, " [--%s N]", p->name);
@@ -100,7 +106,9 @@ static void usage(FILE *f, const struct bench_def *def)
 	      "  --iterations N  instead, every thread performs N steps\n"
 	      "  --threads P     worker threads (default 1)\n"
 	      "  --seed N        random seed (default 1)\n"
-	      "  --progress      print a throughput line every second\n",
+	      "  --progress      print a throughput line every second\n"
+	      "  --payload PATH  load heapprof's payload into this process and record in full\n"
+	      "                  mode while the workers run (bench/inproc.sh)\n",
 	      f);
 	for (const struct bench_param *p = def->params; p && p->name; p++) {
 		char flag[64];
@@ -110,8 +118,8 @@ static void usage(FILE *f, const struct bench_def *def)
 			*p->value);
 	}
 	fputs("Prints \"ready pid=<pid>\" at once and ends with "
-	      "\"ops_per_s=<float> threads=<P> seconds=<elapsed> cpu_s=<CPU time>\"\n"
-	      "(the whole process's user + system time while the workers ran).\n",
+	      "\"ops_per_s=<float> threads=<P> seconds=<elapsed> cpu_s=<CPU time> ops=<N>\"\n"
+	      "(the whole process's user + system time while the workers ran; N exact).\n",
 	      f);
 }
 
@@ -128,17 +136,26 @@ static bool parse_long(const char *s, long min, long max, long *out)
 	return true;
 }
 
-enum { OPT_SECONDS = 1000, OPT_ITERATIONS, OPT_THREADS, OPT_SEED, OPT_PROGRESS, OPT_HELP };
+enum {
+	OPT_SECONDS = 1000,
+	OPT_ITERATIONS,
+	OPT_THREADS,
+	OPT_SEED,
+	OPT_PROGRESS,
+	OPT_PAYLOAD,
+	OPT_HELP
+};
 
 /* Returns 0, or the exit status for a usage error (2) or --help (-1). */
 static int parse_args(int argc, char **argv, const struct bench_def *def, struct bench_opts *o)
 {
-	struct option longopts[6 + MAX_PARAMS + 1] = {
+	struct option longopts[7 + MAX_PARAMS + 1] = {
 	    {"seconds", required_argument, NULL, OPT_SECONDS},
 	    {"iterations", required_argument, NULL, OPT_ITERATIONS},
 	    {"threads", required_argument, NULL, OPT_THREADS},
 	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"progress", no_argument, NULL, OPT_PROGRESS},
+	    {"payload", required_argument, NULL, OPT_PAYLOAD},
 	    {"help", no_argument, NULL, OPT_HELP},
 	};
 	bool have_seconds = false;
@@ -149,7 +166,7 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 	for (const struct bench_param *p = def->params; p && p->name; p++) {
 		if (nparams == MAX_PARAMS)
 			abort();
-		longopts[6 + nparams] = (struct option){p->name, required_argument, NULL, nparams};
+		longopts[7 + nparams] = (struct option){p->name, required_argument, NULL, nparams};
 		nparams++;
 	}
 	*o = (struct bench_opts){.seconds = 10, .threads = 1, .seed = 1};
@@ -183,6 +200,9 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 			break;
 		case OPT_PROGRESS:
 			o->progress = true;
+			break;
+		case OPT_PAYLOAD:
+			o->payload = optarg;
 			break;
 		case OPT_HELP:
 			usage(stdout, def);
@@ -245,8 +265,8 @@ static uint64_t total_ops(int threads)
 
 static void print_rate(double ops, int threads, double seconds)
 {
-	printf("ops_per_s=%.1f threads=%d seconds=%.3f", seconds > 0 ? ops / seconds : 0.0,
-	       threads, seconds);
+	printf("ops_per_s=%.1f threads=%d seconds=%.3f", seconds > 0 ? ops / seconds : 0.0, threads,
+	       seconds);
 }
 
 /* User + system time of every thread of the process, a profiler's included. */
@@ -257,6 +277,46 @@ static double cpu_seconds(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* --payload: the payload started in this process in full mode, as tests/unit/test-payload
+ * starts it, with a thread draining its pipe, so that callgrind counts its instructions in
+ * the program's own allocations (bench/inproc.sh). No round ends while the workers run:
+ * the collector's work would be counted by how long the run took under valgrind, not by
+ * what the program did. Returns the payload's handle, or NULL after a message. */
+#define PAYLOAD_ROUND_MS (3600 * 1000)
+
+static void *drain_pipe(void *arg)
+{
+	static char buf[1 << 16];
+	int fd = (int)(intptr_t)arg;
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	return NULL;
+}
+
+static void *start_payload(const char *path, const char *name)
+{
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	hp_start_fn start = h ? (hp_start_fn)dlsym(h, HP_START_SYMBOL) : NULL;
+	const struct hp_start_args a = {.abi_version = HP_ABI_VERSION,
+					.mode = HP_MODE_FULL,
+					.interval_ms = PAYLOAD_ROUND_MS,
+					.max_depth = 64};
+	pthread_t t;
+	int fd;
+
+	if (!start) {
+		fprintf(stderr, "%s: cannot load the payload: %s\n", name, dlerror());
+		return NULL;
+	}
+	fd = start(&a);
+	if (fd < 0 || pthread_create(&t, NULL, drain_pipe, (void *)(intptr_t)fd)) {
+		fprintf(stderr, "%s: the payload did not start (%d)\n", name, fd);
+		return NULL;
+	}
+	return h;
 }
 
 /* Sleeps until the run is over, printing progress lines on the way. */
@@ -303,6 +363,7 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 	struct sigaction sa = {.sa_handler = on_signal};
 	struct timespec start;
 	double elapsed = 0;
+	void *payload = NULL;
 	int rc, started;
 
 	rc = parse_args(argc, argv, def, &o);
@@ -315,6 +376,8 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 	printf("ready pid=%d\n", (int)getpid());
 
 	if (def->setup && def->setup(&o))
+		return 1;
+	if (o.payload && !(payload = start_payload(o.payload, def->name)))
 		return 1;
 
 	double cpu0 = cpu_seconds();
@@ -340,11 +403,14 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 			elapsed = ts_diff(&workers[i].end, &start);
 	}
 	double cpu = cpu_seconds() - cpu0;
+	if (payload)
+		((hp_stop_fn)dlsym(payload, HP_STOP_SYMBOL))();
 	if (def->teardown)
 		def->teardown();
 	if (started < o.threads)
 		return 1;
-	print_rate((double)total_ops(o.threads), o.threads, elapsed);
-	printf(" cpu_s=%.3f\n", cpu);
+	uint64_t ops = total_ops(o.threads);
+	print_rate((double)ops, o.threads, elapsed);
+	printf(" cpu_s=%.3f ops=%llu\n", cpu, (unsigned long long)ops);
 	return 0;
 }

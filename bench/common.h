@@ -7,11 +7,13 @@
  *   --threads P      worker threads (default 1)
  *   --seed N         seed of the per-thread random generators (default 1)
  *   --progress       also print one throughput line per second
+ *   --payload PATH   load heapprof's payload into the process and record in full mode
+ *                    while the workers run (to count its instructions: bench/inproc.sh)
  * plus the program's own integer parameters, prints "ready pid=<pid>" at once (before any
  * setup, so a profiler can attach while the program runs), runs def->setup, then P threads
  * that each call thread_init, step until told to stop, thread_fini. It ends by printing
- *   ops_per_s=<float> threads=<P> seconds=<elapsed>
- * (progress lines have the same form; the last line is the total) and returns 0. Usage
+ *   ops_per_s=<float> threads=<P> seconds=<elapsed> cpu_s=<CPU time> ops=<N>
+ * (progress lines give its first three fields; the last line is the total) and returns 0. Usage
  * errors exit 2, allocation or self-check failures exit 1. SIGINT and SIGTERM end the run
  * early with the final line printed. stdout is line-buffered so a pipe sees every line.
  */
@@ -28,6 +30,7 @@ struct bench_opts {
 	int threads;
 	uint64_t seed;
 	bool progress;
+	const char *payload; /* --payload, or NULL */
 };
 
 /* A program-specific integer option, --name N, written to *value when given. */

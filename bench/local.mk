@@ -76,22 +76,14 @@ bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
 bench-ab: all bench-programs
 	bash $(srcdir)/bench/ab-cpu.sh $(abs_top_builddir) "$(AB_PROGRAM)" "$(AB_A)" "$(AB_B)"
 
-# The payload's instructions per allocation on three shapes, in one process under
-# valgrind's callgrind (bench/inproc.c, bench/inproc.sh; docs/performance.md,
-# "Instructions, counted"): exact where the attached ratios are noisy. INPROC_PAYLOAD:
-# another build's payload to count instead.
-BENCH_INPROC = bench/inproc
-EXTRA_PROGRAMS += $(BENCH_INPROC)
-CLEANFILES += $(BENCH_INPROC)
-bench_inproc_SOURCES = bench/inproc.c
-bench_inproc_CPPFLAGS = $(AM_CPPFLAGS)
-bench_inproc_CFLAGS = $(BENCH_CFLAGS)
-bench_inproc_LDADD = -ldl
+# The payload's instructions per operation of microbench, request-paths and binary-trees,
+# in one process under valgrind's callgrind (bench/inproc.sh, the programs' --payload;
+# docs/performance.md, "Instructions, counted"): exact where the attached ratios are
+# noisy. INPROC_PAYLOAD: another build's payload to count instead.
 EXTRA_DIST += bench/inproc.sh
 
 .PHONY: bench-inproc
-bench-programs: $(BENCH_INPROC)$(EXEEXT)
-bench-inproc: all $(BENCH_INPROC)$(EXEEXT)
+bench-inproc: all bench-programs
 	bash $(srcdir)/bench/inproc.sh $(abs_top_builddir) $(INPROC_PAYLOAD)
 
 # The viewer under the load of an hour on a busy server: bench/viewer-load writes a
