@@ -959,10 +959,8 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		memo_set_prefix(m, pre, npre);
 		m->n = npre + tail;
 		m->walked = npre;
-		if (lazy && written < n) {
+		if (lazy && written < n)
 			m->unwritten = written;
-			m->unwritten_step = npre;
-		}
 		*same = prefix_same ? 2 : 0;
 		/* Where the last walk stopped at max, this one may go on from its end. */
 		if (!m->cut || n == max) {

@@ -59,9 +59,9 @@ struct hp_unwind_memo {
 	 * (it spliced, and neither walk stopped at max), else HP_UNWIND_NO_TAIL. */
 	unsigned tail_after;
 	/* After hp_unwind_memo_from: the frames from unwritten on (HP_UNWIND_NO_TAIL: none)
-	 * were not written; they are the return addresses of the steps from unwritten_step on
-	 * (hp_unwind_memo_tail). */
-	unsigned unwritten, unwritten_step;
+	 * were not written; they are the return addresses of the steps borrowed from the last
+	 * walk, those after the walked ones (hp_unwind_memo_tail). */
+	unsigned unwritten;
 	int dropped; /* some step's return address was dropped (in [drop_lo, drop_hi)) */
 	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
 	/* hp_unwind_memo_repeats's words, made from the steps when the walk first repeats:
@@ -126,7 +126,7 @@ static inline void hp_unwind_memo_tail(const struct hp_unwind_memo *m, uint64_t 
 {
 	if (!m || m->unwritten == HP_UNWIND_NO_TAIL)
 		return;
-	const struct hp_unwind_step *s = &m->st[m->unwritten_step];
+	const struct hp_unwind_step *s = &m->st[m->walked];
 	for (unsigned i = m->unwritten; i < n; i++)
 		frames[i] = (s++)->ra;
 }
