@@ -277,15 +277,8 @@ static void add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr 
 void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
 			 uint64_t temp)
 {
-	struct hp_site_tab *tab = &t->tab[a];
 	struct hp_site_ctr *e = hp_thread_dense(t, a, key);
 	if (e && !e->key && dense_claim(t, a, e, key)) {
-		hp_site_event_add(e, free, n, temp);
-		return;
-	}
-	e = tab->e ? &tab->e[hp_site_home(key, tab->mask)] : NULL;
-	if (e && e->key == key) {
-		t->last[a] = (uint32_t)(e - tab->e) + 1;
 		hp_site_event_add(e, free, n, temp);
 		return;
 	}

@@ -209,9 +209,17 @@ uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
 /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock (set once at init). */
 extern int hp_threads_fenced;
 
-/* hp_thread_add_kind's add to a site other than the last, inside the owner's mark: its
- * counters in registers, most often found at its home slot, else probed for in table a;
- * and its whole add without membarrier, under the record's lock. */
+/* The counter at key's home slot in tab (key's or not), NULL when tab is empty. A program
+ * that takes turns between a few sites (a server's request) finds each there: inline, that
+ * add costs no call. */
+static inline struct hp_site_ctr *hp_site_tab_home(const struct hp_site_tab *tab, uint64_t key)
+{
+	return tab->e ? &tab->e[hp_site_home(key, tab->mask)] : NULL;
+}
+
+/* hp_thread_add_kind's add to a site neither the last nor at its home slot, inside the
+ * owner's mark: a free counter by stack id claimed, else probed for in table a; and its
+ * whole add without membarrier, under the record's lock. */
 void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
 			 uint64_t temp);
 /* The companion's add (HP_SITE_BYTES), which leaves the last counter as it is. */
@@ -267,10 +275,14 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
 	uint32_t i = t->last[a];
 	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
-	if ((e && e->key == key) || ((e = hp_thread_dense(t, a, key)) && e->key == key))
+	if ((e && e->key == key) || ((e = hp_thread_dense(t, a, key)) && e->key == key)) {
 		hp_site_event_add(e, free, n, temp);
-	else
+	} else if ((e = hp_site_tab_home(&t->tab[a], key)) && e->key == key) {
+		t->last[a] = (uint32_t)(e - t->tab[a].e) + 1;
+		hp_site_event_add(e, free, n, temp);
+	} else {
 		hp_thread_add_other(t, a, key, free, n, temp);
+	}
 	if (hp_site_has_bytes(key))
 		hp_thread_add_bytes(t, a, key, free, bytes);
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
