@@ -34,7 +34,8 @@ struct __attribute__((aligned(16))) slot {
 };
 
 static struct slot *cache;
-static _Atomic unsigned long modules_gen;
+/* hp_unwind_check_modules's count: a memo of another count is stale. */
+_Atomic unsigned long hp_unwind_gen;
 
 /* The main thread's stack ends at the page holding __libc_stack_end; no frame lies above. */
 extern void *__libc_stack_end;
@@ -73,9 +74,9 @@ void hp_unwind_check_modules(void)
 {
 	unsigned long long subs = 0;
 	dl_iterate_phdr(subs_cb, &subs);
-	if (subs == atomic_load(&modules_gen) || !cache)
+	if (subs == atomic_load(&hp_unwind_gen) || !cache)
 		return;
-	atomic_store(&modules_gen, subs);
+	atomic_store(&hp_unwind_gen, subs);
 	for (unsigned i = 0; i < CACHE_SLOTS; i++) {
 		atomic_store_explicit(&cache[i].val, 0, memory_order_relaxed);
 		atomic_store_explicit(&cache[i].key, 0, memory_order_release);
@@ -793,7 +794,8 @@ static int memo_check(struct hp_unwind_memo *m, unsigned *k, uintptr_t at, uintp
 static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
 {
 	unsigned k = 0;
-	int room = !(m->st[0].flags & HP_STEP_BP_LIVE) || memo_check(m, &k, frame, m->st[0].bp);
+	int room = memo_check(m, &k, frame + 8, m->st[0].ra) &&
+		   (!(m->st[0].flags & HP_STEP_BP_LIVE) || memo_check(m, &k, frame, m->st[0].bp));
 	for (unsigned i = 1; i < m->n; i++) {
 		const struct hp_unwind_step *s = &m->st[i];
 		room = room && memo_check(m, &k, s->cfa - 8, s->ra);
@@ -803,10 +805,10 @@ static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
 	return room ? k + 1 : HP_MEMO_CHECKS_LONG;
 }
 
-int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
+int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
 	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
-	    m->gen != atomic_load_explicit(&modules_gen, memory_order_relaxed))
+	    m->gen != atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed))
 		return 0;
 	/* Made once the walk has repeated: a program whose every allocation is a new stack
 	 * (binary-trees) would make them each time for nothing. */
@@ -814,15 +816,11 @@ int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned m
 		if (!memo_repeats_slow(m, frame))
 			return 0;
 		m->nchk = memo_checks(m, frame);
+		m->chk_at = m->nchk == HP_MEMO_CHECKS_LONG ? 0 : frame;
 		return 1;
 	}
-	if (m->nchk == HP_MEMO_CHECKS_LONG)
-		return memo_repeats_slow(m, frame);
-	const uintptr_t *c = m->chk, *end = c + 2 * (m->nchk - 1);
-	for (; c < end; c += 2)
-		if (*(const uintptr_t *)c[0] != c[1])
-			return 0;
-	return 1;
+	/* HP_MEMO_CHECKS_LONG: a walk with more words than chk holds reads them in place. */
+	return memo_repeats_slow(m, frame);
 }
 
 /* The walk when it is the last one again (a loop allocating at one place): the general
@@ -874,7 +872,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		int r = hp_unwind_regs(frames + n, max - n, drop_lo, drop_hi, s.ra - 1, sp, bp);
 		return r < 0 ? -1 : (int)n + r;
 	}
-	unsigned long gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
+	unsigned long gen = atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
 	int again = m->n && !m->cap_hit && m->gen == gen && m->max == max;
 	int usable =
 	    from == m ? again : from->n && !from->cap_hit && from->gen == gen && from->max == max;
@@ -912,6 +910,7 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	}
 	/* From here on the steps change: memo_again's checks (made above) no longer hold. */
 	m->nchk = HP_MEMO_CHECKS_UNMADE;
+	m->chk_at = 0;
 	if (r < 0) {
 		m->n = 0;
 		return -1;

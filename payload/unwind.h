@@ -28,6 +28,7 @@
 #ifndef HEAPPROF_UNWIND_H
 #define HEAPPROF_UNWIND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,8 +67,11 @@ struct hp_unwind_memo {
 	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
 	/* hp_unwind_memo_repeats's words, made from the steps when the walk first repeats:
 	 * HP_MEMO_CHECKS_UNMADE, _LONG (more words than chk holds), else 1 + the number of
-	 * (address, value) pairs in chk. */
+	 * (address, value) pairs in chk, the first one the return address at frame + 8. */
 	unsigned nchk;
+	/* The frame the walk began at while chk holds its words, else 0: all the inline check
+	 * needs to know besides the modules' count and max. */
+	uintptr_t chk_at;
 	uintptr_t chk[2 * HP_MEMO_CHECKS];
 	struct hp_unwind_step st[];
 };
@@ -106,8 +110,21 @@ static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_
 /* 1 if a walk from frame with max would be m's last walk again, without walking: m's first
  * step began at frame, and every return address and every saved rbp a later step reads is
  * still in place (the modules unchanged since). The id kept with the walk is then the
- * walk's. */
-int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
+ * walk's. Inline, as every allocation of full mode that repeats a path asks it: its
+ * common case is a loop over m's words, the rest hp_unwind_memo_repeats_slow's. */
+extern _Atomic unsigned long hp_unwind_gen;
+int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
+static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
+{
+	if (m->chk_at != frame || m->max != max ||
+	    m->gen != atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed))
+		return hp_unwind_memo_repeats_slow(m, frame, max);
+	const uintptr_t *c = m->chk, *end = c + 2 * (m->nchk - 1);
+	for (; c < end; c += 2)
+		if (*(const uintptr_t *)c[0] != c[1])
+			return 0;
+	return 1;
+}
 /* The same walk with two memos: it splices against from's last walk and leaves its own in
  * m (from may be m; both made with the same max); first, though, it is taken whole from m
  * when it is m's last walk again (unless try_again is 0: the caller found

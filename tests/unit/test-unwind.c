@@ -432,6 +432,47 @@ static void test_memo_scratch_rbp(void **state)
 	memo = NULL;
 }
 
+/* The unwinder called from one of two call sites of one function: a walk from memo_unwind's
+ * frame then begins at the same address with another return address, and every frame above
+ * it is the same. The distinct asm after each call keeps the compiler from merging them. */
+__attribute__((noinline)) static unsigned call_unwinder_at(int site, unwind_fn fn, uint64_t *f)
+{
+	unsigned n;
+	if (site) {
+		n = fn(f, MAX, 0, 0);
+		__asm__ volatile("# after site 1" ::: "memory");
+	} else {
+		n = fn(f, MAX, 0, 0);
+		__asm__ volatile("# after site 0" ::: "memory");
+	}
+	return n;
+}
+
+/* A repeat of the memo's walk is told apart by its first return address alone. */
+static void test_memo_first_return(void **state)
+{
+	(void)state;
+	struct hp_unwind_memo *m = hp_unwind_memo_new(MAX);
+	assert_non_null(m);
+	memo = m;
+	static const int sites[] = {0, 0, 0, 1, 1, 0};
+	for (size_t i = 0; i < sizeof sites / sizeof sites[0]; i++) {
+		struct memo_cap c = {.max = MAX};
+		/* One call site for both, as in capture_memo. */
+		for (volatile int j = 0; j < 2; j++) {
+			unsigned n = call_unwinder_at(sites[i], j ? memo_unwind : hp_unwind_slow,
+						      j ? c.memo : c.slow);
+			*(j ? &c.nmemo : &c.nslow) = n;
+		}
+		assert_true(c.nslow > 3);
+		assert_int_equal(c.nmemo, c.nslow);
+		assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
+		assert_int_equal(memo_same, i > 0 && sites[i] == sites[i - 1]);
+	}
+	hp_unwind_memo_free(m);
+	memo = NULL;
+}
+
 static int load(struct lib *l, const char *path, const char *pfx)
 {
 	char name[64];
@@ -471,11 +512,17 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_recursion), cmocka_unit_test(test_alloca),
-	    cmocka_unit_test(test_mixed),     cmocka_unit_test(test_qsort_callback),
-	    cmocka_unit_test(test_thread),    cmocka_unit_test(test_no_table),
-	    cmocka_unit_test(test_garbage),   cmocka_unit_test(test_memo),
-	    cmocka_unit_test(test_memo_from), cmocka_unit_test(test_memo_scratch_rbp),
+	    cmocka_unit_test(test_recursion),
+	    cmocka_unit_test(test_alloca),
+	    cmocka_unit_test(test_mixed),
+	    cmocka_unit_test(test_qsort_callback),
+	    cmocka_unit_test(test_thread),
+	    cmocka_unit_test(test_no_table),
+	    cmocka_unit_test(test_garbage),
+	    cmocka_unit_test(test_memo),
+	    cmocka_unit_test(test_memo_from),
+	    cmocka_unit_test(test_memo_scratch_rbp),
+	    cmocka_unit_test(test_memo_first_return),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
