@@ -375,7 +375,10 @@ static int take_last(struct hp_thread *t, void *p)
 	return 1;
 }
 
-__attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
+/* Inline in the hooks of free and of the plain deletes, which take nearly every free of a
+ * program (one call and one set of saved registers fewer a free); record_free, out of
+ * line, in the rest. */
+__attribute__((always_inline)) static inline void record_free_inline(struct hp_thread *t, void *p)
 {
 	if (hp.args.mode != HP_MODE_FULL) {
 		free_unmapped(t, usable(p));
@@ -386,6 +389,11 @@ __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
 		free_found_inline(t, &v, take_last(t, p));
 	else
 		free_missed(t);
+}
+
+__attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
+{
+	record_free_inline(t, p);
 }
 
 /* Under sampling from the start nearly every free is of a block never sampled: the
@@ -597,7 +605,7 @@ HOOK_NEW3(hk_new_arr_al_nt, HK_NEW_ARR_AL_NT)
 	{                                                                                          \
 		GUARDED;                                                                           \
 		if (t && p)                                                                        \
-			record_free(t, p);                                                         \
+			record_free_inline(t, p);                                                  \
 		REAL(id, void (*)(void *))(p);                                                     \
 	}                                                                                          \
 	static void fn(void *p)                                                                    \
