@@ -23,46 +23,8 @@ struct shard {
 
 static struct shard *shards;
 
-/* The direct map. A chunk serves 1 GiB of addresses: a bitmap of the pages of its words
- * written so far (what it costs), then one word per 16 bytes, and one spare word so that
- * the last granule's block has a word after it too. */
-#define DM_CHUNK_SHIFT 30
-#define DM_CHUNKS (1u << (47 - DM_CHUNK_SHIFT))
-#define DM_WORDS (1ull << (DM_CHUNK_SHIFT - 4))
-#define DM_WORDS_PER_PAGE 512u
-#define DM_PAGES ((DM_WORDS + 1 + DM_WORDS_PER_PAGE - 1) / DM_WORDS_PER_PAGE)
-_Static_assert(4096 / HP_LIVE_DIRECT_BYTES == DM_WORDS_PER_PAGE, "a 4 KiB page of words");
-
-struct dm_chunk {
-	_Atomic uint64_t written[(DM_PAGES + 63) / 64];
-	_Atomic uint64_t w[DM_WORDS + 1];
-};
-
-#define DM_CHUNK_BYTES (sizeof(struct dm_chunk))
-/* Besides its pages: the bitmap and the directory page its pointer is in, counted when
- * the chunk is made (a conservative count of what they touch). */
-#define DM_CHUNK_FIXED (sizeof(((struct dm_chunk *)0)->written) + 4096)
-
-/* A block's word: bit 62 set and 63 clear; the stack id in bits 0-23, the size in 24-28
- * (0 to 16, or DM_SIZE_NEXT: the next word holds it, with bit 63 set), sampled in bit 29,
- * the birth in 30-61. The word after a block of more than 16 bytes lies inside the block,
- * so no other live block has its own word there. */
-#define DM_BLOCK (1ull << 62)
-#define DM_NEXT (1ull << 63)
-/* What a removed block leaves in its word: a word once written never reads 0 again, so a
- * nonzero one proves its page admitted and the common insert skips the bitmap (a chain of
- * three dependent loads, directory, bitmap, word, cut to two). */
-#define DM_GONE 1ull
-#define DM_SIZE_NEXT 31u
-_Static_assert(HP_STACKS_MAX_IDS < (1u << 24), "stack ids fit in 24 bits");
-
-static _Atomic(struct dm_chunk *) *dm_dir; /* DM_CHUNKS pointers; NULL: the map is off */
-static _Atomic uint64_t dm_bytes;	   /* what the chunks count in hp_mapped_bytes */
-
-static int is_block(uint64_t e)
-{
-	return (e & (DM_BLOCK | DM_NEXT)) == DM_BLOCK;
-}
+_Atomic(struct dm_chunk *) *hp_dm_dir;
+static _Atomic uint64_t dm_bytes; /* what the chunks count in hp_mapped_bytes */
 
 __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
 {
@@ -71,7 +33,7 @@ __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
 	struct dm_chunk *p = hp_reserve(DM_CHUNK_BYTES), *none = NULL;
 	if (!p)
 		return NULL;
-	if (!atomic_compare_exchange_strong(&dm_dir[c], &none, p)) {
+	if (!atomic_compare_exchange_strong(&hp_dm_dir[c], &none, p)) {
 		hp_unreserve(p, DM_CHUNK_BYTES);
 		return none;
 	}
@@ -80,25 +42,12 @@ __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
 	return p;
 }
 
-/* 1 if the block at addr has its word in the direct map, never an entry in the table (nor
- * a count in the filter: the direct map is off when it is on). */
-static inline int dm_covers(uintptr_t addr)
-{
-	return dm_dir && !(addr & 15) && !(addr >> 47);
-}
-
 /* The chunk of a covered addr; make: made if missing (NULL when that fails: the insert is
  * dropped). */
 static inline struct dm_chunk *dm_chunk_of(uintptr_t addr, int make)
 {
-	uintptr_t c = addr >> DM_CHUNK_SHIFT;
-	struct dm_chunk *p = atomic_load_explicit(&dm_dir[c], memory_order_acquire);
-	return p || !make ? p : dm_make(c);
-}
-
-static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
-{
-	return &c->w[(addr >> 4) & (DM_WORDS - 1)];
+	struct dm_chunk *p = dm_chunk_at(addr);
+	return p || !make ? p : dm_make(addr >> DM_CHUNK_SHIFT);
 }
 
 __attribute__((noinline)) static int dm_admit_page(_Atomic uint64_t *b, uint64_t bit)
@@ -112,67 +61,12 @@ __attribute__((noinline)) static int dm_admit_page(_Atomic uint64_t *b, uint64_t
 	return 1;
 }
 
-static inline _Atomic uint64_t *dm_bits(struct dm_chunk *c, uint64_t pg, uint64_t *bit)
-{
-	*bit = 1ull << (pg & 63);
-	return &c->written[pg / 64];
-}
-
-/* 1 if page pg of the chunk's words was admitted and written already. */
-static inline int dm_page_written(struct dm_chunk *c, uint64_t pg)
-{
-	uint64_t bit;
-	return (atomic_load_explicit(dm_bits(c, pg, &bit), memory_order_relaxed) & bit) != 0;
-}
-
-static inline uint64_t dm_page_of(struct dm_chunk *c, const _Atomic uint64_t *w)
-{
-	return (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE;
-}
-
-static inline int dm_written(struct dm_chunk *c, const _Atomic uint64_t *w)
-{
-	return dm_page_written(c, dm_page_of(c, w));
-}
-
 /* Admits the page of word w before its first write. */
 static inline int dm_page(struct dm_chunk *c, const _Atomic uint64_t *w)
 {
 	uint64_t bit;
 	_Atomic uint64_t *b = dm_bits(c, dm_page_of(c, w), &bit);
 	return (atomic_load_explicit(b, memory_order_relaxed) & bit) || dm_admit_page(b, bit);
-}
-
-static uint64_t dm_pack(struct hp_live_val v)
-{
-	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-	return DM_BLOCK | v.stack | (n <= 16 ? n : DM_SIZE_NEXT) << 24 |
-	       ((v.size & HP_LIVE_SAMPLED) ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
-}
-
-/* A size word overwritten by another block's (a block freed behind the payload's back,
- * whose memory went to another) leaves the size unknown: 0. */
-__attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64_t e,
-									  const _Atomic uint64_t *w)
-{
-	struct hp_live_val v = {.stack = e & 0xffffff, .birth_ms = (uint32_t)(e >> 30)};
-	uint64_t n = e >> 24 & 31;
-	if (n == DM_SIZE_NEXT) {
-		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);
-		n = (x & DM_NEXT) ? x & ~DM_NEXT : 0;
-	}
-	v.size = n | ((e & (1ull << 29)) ? HP_LIVE_SAMPLED : 0);
-	return v;
-}
-
-/* Writes v as the block of word w, whose pages are written. Release: hp_live_each, reading
- * the block's word, reads its size word after it. */
-static inline void dm_store(_Atomic uint64_t *w, struct hp_live_val v)
-{
-	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-	if (n > 16)
-		atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
-	atomic_store_explicit(w, dm_pack(v), memory_order_release);
 }
 
 static inline int dm_insert(struct dm_chunk *c, _Atomic uint64_t *w, struct hp_live_val v,
@@ -183,7 +77,7 @@ static inline int dm_insert(struct dm_chunk *c, _Atomic uint64_t *w, struct hp_l
 		return -1;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	int rc = 0;
-	if (is_block(e)) {
+	if (dm_is_block(e)) {
 		*old = dm_unpack(e, w);
 		rc = 1;
 	}
@@ -191,27 +85,17 @@ static inline int dm_insert(struct dm_chunk *c, _Atomic uint64_t *w, struct hp_l
 	return rc;
 }
 
-static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
-{
-	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
-	if (!is_block(e))
-		return 0;
-	*v = dm_unpack(e, w);
-	atomic_store_explicit(w, DM_GONE, memory_order_relaxed);
-	return 1;
-}
-
 static void dm_each(hp_live_fn fn, void *arg)
 {
 	for (unsigned i = 0; i < DM_CHUNKS; i++) {
-		struct dm_chunk *c = atomic_load_explicit(&dm_dir[i], memory_order_acquire);
+		struct dm_chunk *c = atomic_load_explicit(&hp_dm_dir[i], memory_order_acquire);
 		for (uint64_t pg = 0; c && pg < DM_PAGES; pg++) {
 			if (!dm_page_written(c, pg))
 				continue;
 			uint64_t end = (pg + 1) * DM_WORDS_PER_PAGE;
 			for (uint64_t j = pg * DM_WORDS_PER_PAGE; j < end && j < DM_WORDS; j++) {
 				uint64_t e = atomic_load_explicit(&c->w[j], memory_order_acquire);
-				if (is_block(e)) {
+				if (dm_is_block(e)) {
 					struct hp_live_val v = dm_unpack(e, &c->w[j]);
 					fn(&v, arg);
 				}
@@ -222,14 +106,14 @@ static void dm_each(hp_live_fn fn, void *arg)
 
 static void dm_fini(void)
 {
-	for (unsigned i = 0; dm_dir && i < DM_CHUNKS; i++) {
-		struct dm_chunk *c = atomic_load(&dm_dir[i]);
+	for (unsigned i = 0; hp_dm_dir && i < DM_CHUNKS; i++) {
+		struct dm_chunk *c = atomic_load(&hp_dm_dir[i]);
 		if (c)
 			hp_unreserve(c, DM_CHUNK_BYTES);
 	}
-	if (dm_dir)
-		hp_unreserve(dm_dir, DM_CHUNKS * sizeof *dm_dir);
-	dm_dir = NULL;
+	if (hp_dm_dir)
+		hp_unreserve(hp_dm_dir, DM_CHUNKS * sizeof *hp_dm_dir);
+	hp_dm_dir = NULL;
 	atomic_fetch_sub(&hp_mapped_bytes, atomic_exchange(&dm_bytes, 0));
 }
 
@@ -239,8 +123,8 @@ int hp_live_init(int filtered)
 {
 	shards = hp_map(SHARDS * sizeof *shards);
 	/* Sampled blocks are sparse: a page of words for each would cost more than the table. */
-	if (!dm_dir && !filtered && hp_reserve_is_free())
-		dm_dir = hp_reserve(DM_CHUNKS * sizeof *dm_dir);
+	if (!hp_dm_dir && !filtered && hp_reserve_is_free())
+		hp_dm_dir = hp_reserve(DM_CHUNKS * sizeof *hp_dm_dir);
 	if (filtered)
 		hp_live_filter = hp_map(HP_LIVE_FILTER_SLOTS);
 	return shards && (hp_live_filter || !filtered) ? 0 : -1;
@@ -350,8 +234,7 @@ __attribute__((noinline)) static int table_insert(uintptr_t addr, struct hp_live
 	return rc;
 }
 
-__attribute__((noinline)) static int insert_slow(uintptr_t addr, struct hp_live_val v,
-						 struct hp_live_val *old)
+int hp_live_insert_slow(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
 {
 	int rc;
 	if (hp_live_filter)
@@ -368,30 +251,7 @@ __attribute__((noinline)) static int insert_slow(uintptr_t addr, struct hp_live_
 	return rc;
 }
 
-/* The common insert has no call but a tail call, so it saves no register: a block of the
- * direct map (never with the filter, which only sampling from the start uses) whose word
- * was written before (DM_GONE), and so was its page, and whose size word, if it needs one,
- * lies in the same page or one written already. */
-int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
-{
-	if (dm_covers(addr)) {
-		struct dm_chunk *c = dm_chunk_of(addr, 0);
-		if (c) {
-			_Atomic uint64_t *w = dm_word(c, addr);
-			uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
-			uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-			if (e && !is_block(e) &&
-			    (n <= 16 || (addr >> 4) % DM_WORDS_PER_PAGE != DM_WORDS_PER_PAGE - 1 ||
-			     dm_written(c, w + 1))) {
-				dm_store(w, v);
-				return 0;
-			}
-		}
-	}
-	return insert_slow(addr, v, old);
-}
-
-__attribute__((noinline)) static int table_remove(uintptr_t addr, struct hp_live_val *v)
+int hp_live_table_remove(uintptr_t addr, struct hp_live_val *v)
 {
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);
@@ -428,18 +288,9 @@ __attribute__((noinline)) static int table_remove(uintptr_t addr, struct hp_live
 	return 1;
 }
 
-int hp_live_remove(uintptr_t addr, struct hp_live_val *v)
-{
-	if (dm_covers(addr)) {
-		struct dm_chunk *c = dm_chunk_of(addr, 0);
-		return c && dm_remove(dm_word(c, addr), v);
-	}
-	return table_remove(addr, v);
-}
-
 void hp_live_each(hp_live_fn fn, void *arg)
 {
-	if (dm_dir)
+	if (hp_dm_dir)
 		dm_each(fn, arg);
 	for (unsigned i = 0; i < SHARDS; i++) {
 		struct shard *s = &shards[i];

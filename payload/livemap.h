@@ -35,12 +35,20 @@ struct hp_live_val {
 	uint64_t size;	   /* requested bytes | HP_LIVE_SAMPLED */
 };
 
+#include "directmap.h"
+
 /* filtered: every insert from now on is a sampled block (see above). */
 int hp_live_init(int filtered);
 void hp_live_fini(void);
 /* 0 = inserted; 1 = addr was already there (its old value in *old, now replaced);
- * -1 = out of memory. */
-int hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old);
+ * -1 = out of memory. The common case inline (directmap.h), the rest in
+ * hp_live_insert_slow. */
+int hp_live_insert_slow(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old);
+__attribute__((always_inline)) static inline int
+hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
+{
+	return dm_insert_again(addr, v) ? 0 : hp_live_insert_slow(addr, v, old);
+}
 /* Counters by address; 255 sticks, since it may stand for more. NULL when off. Blocks
  * are 16-byte aligned, and neighbouring blocks get neighbouring counters, so a run of
  * frees reads one cache line, not one each; the 4 MB window number is mixed in so that
@@ -64,8 +72,18 @@ static inline int hp_live_absent(uintptr_t addr)
 	       !atomic_load_explicit(hp_live_filter_slot(addr), memory_order_relaxed);
 }
 
-/* 1 = removed (*v is what it held); 0 = not there. */
-int hp_live_remove(uintptr_t addr, struct hp_live_val *v);
+/* 1 = removed (*v is what it held); 0 = not there. The direct map's inline, the table's
+ * in hp_live_table_remove. */
+int hp_live_table_remove(uintptr_t addr, struct hp_live_val *v);
+__attribute__((always_inline)) static inline int hp_live_remove(uintptr_t addr,
+								struct hp_live_val *v)
+{
+	if (dm_covers(addr)) {
+		struct dm_chunk *c = dm_chunk_at(addr);
+		return c && dm_remove(dm_word(c, addr), v);
+	}
+	return hp_live_table_remove(addr, v);
+}
 
 /* Calls fn for every entry, the table one shard at a time under its lock: fn must not
  * call out. Inserts and removes made meanwhile may or may not be seen. */

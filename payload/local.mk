@@ -9,7 +9,7 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/threads.c payload/threads.h \
 	payload/stacks.c payload/stacks.h \
 	payload/unwind.c payload/unwind.h \
-	payload/livemap.c payload/livemap.h \
+	payload/livemap.c payload/livemap.h payload/directmap.h \
 	payload/collector.c payload/collector.h \
 	src/common/hpstream.c src/common/hpstream.h
 # -fno-omit-frame-pointer: a stack capture starts at the hook's frame (hooks.c, HOOK_FRAME).

@@ -1,0 +1,158 @@
+/* directmap.h - the live map's direct map (livemap.h): its layout, and the common insert
+ * and remove, inline in the hooks that call hp_live_insert and hp_live_remove, where a call
+ * and the value passed through memory cost a free and a malloc about 30 instructions of
+ * some 490. Included by livemap.h only, after struct hp_live_val; everything else of the
+ * map (making chunks, admitting pages, the table) is livemap.c's.
+ */
+#ifndef HEAPPROF_DIRECTMAP_H
+#define HEAPPROF_DIRECTMAP_H
+
+#include "payload.h"
+#include "stacks.h"
+
+/* The direct map. A chunk serves 1 GiB of addresses: a bitmap of the pages of its words
+ * written so far (what it costs), then one word per 16 bytes, and one spare word so that
+ * the last granule's block has a word after it too. */
+#define DM_CHUNK_SHIFT 30
+#define DM_CHUNKS (1u << (47 - DM_CHUNK_SHIFT))
+#define DM_WORDS (1ull << (DM_CHUNK_SHIFT - 4))
+#define DM_WORDS_PER_PAGE 512u
+#define DM_PAGES ((DM_WORDS + 1 + DM_WORDS_PER_PAGE - 1) / DM_WORDS_PER_PAGE)
+_Static_assert(4096 / HP_LIVE_DIRECT_BYTES == DM_WORDS_PER_PAGE, "a 4 KiB page of words");
+
+struct dm_chunk {
+	_Atomic uint64_t written[(DM_PAGES + 63) / 64];
+	_Atomic uint64_t w[DM_WORDS + 1];
+};
+
+#define DM_CHUNK_BYTES (sizeof(struct dm_chunk))
+/* Besides its pages: the bitmap and the directory page its pointer is in, counted when
+ * the chunk is made (a conservative count of what they touch). */
+#define DM_CHUNK_FIXED (sizeof(((struct dm_chunk *)0)->written) + 4096)
+
+/* A block's word: bit 62 set and 63 clear; the stack id in bits 0-23, the size in 24-28
+ * (0 to 16, or DM_SIZE_NEXT: the next word holds it, with bit 63 set), sampled in bit 29,
+ * the birth in 30-61. The word after a block of more than 16 bytes lies inside the block,
+ * so no other live block has its own word there. */
+#define DM_BLOCK (1ull << 62)
+#define DM_NEXT (1ull << 63)
+/* What a removed block leaves in its word: a word once written never reads 0 again, so a
+ * nonzero one proves its page admitted and the common insert skips the bitmap (a chain of
+ * three dependent loads, directory, bitmap, word, cut to two). */
+#define DM_GONE 1ull
+#define DM_SIZE_NEXT 31u
+_Static_assert(HP_STACKS_MAX_IDS < (1u << 24), "stack ids fit in 24 bits");
+
+extern _Atomic(struct dm_chunk *) *hp_dm_dir; /* DM_CHUNKS pointers; NULL: the map is off */
+
+static inline int dm_is_block(uint64_t e)
+{
+	return (e & (DM_BLOCK | DM_NEXT)) == DM_BLOCK;
+}
+
+/* 1 if the block at addr has its word in the direct map, never an entry in the table (nor
+ * a count in the filter: the direct map is off when it is on). */
+static inline int dm_covers(uintptr_t addr)
+{
+	return hp_dm_dir && !(addr & 15) && !(addr >> 47);
+}
+
+/* The chunk of a covered addr, NULL if none was made. */
+static inline struct dm_chunk *dm_chunk_at(uintptr_t addr)
+{
+	return atomic_load_explicit(&hp_dm_dir[addr >> DM_CHUNK_SHIFT], memory_order_acquire);
+}
+
+static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
+{
+	return &c->w[(addr >> 4) & (DM_WORDS - 1)];
+}
+
+static inline _Atomic uint64_t *dm_bits(struct dm_chunk *c, uint64_t pg, uint64_t *bit)
+{
+	*bit = 1ull << (pg & 63);
+	return &c->written[pg / 64];
+}
+
+/* 1 if page pg of the chunk's words was admitted and written already. */
+static inline int dm_page_written(struct dm_chunk *c, uint64_t pg)
+{
+	uint64_t bit;
+	return (atomic_load_explicit(dm_bits(c, pg, &bit), memory_order_relaxed) & bit) != 0;
+}
+
+static inline uint64_t dm_page_of(struct dm_chunk *c, const _Atomic uint64_t *w)
+{
+	return (uint64_t)(w - c->w) / DM_WORDS_PER_PAGE;
+}
+
+static inline int dm_written(struct dm_chunk *c, const _Atomic uint64_t *w)
+{
+	return dm_page_written(c, dm_page_of(c, w));
+}
+
+static inline uint64_t dm_pack(struct hp_live_val v)
+{
+	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+	return DM_BLOCK | v.stack | (n <= 16 ? n : DM_SIZE_NEXT) << 24 |
+	       ((v.size & HP_LIVE_SAMPLED) ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
+}
+
+/* A size word overwritten by another block's (a block freed behind the payload's back,
+ * whose memory went to another) leaves the size unknown: 0. */
+__attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64_t e,
+									  const _Atomic uint64_t *w)
+{
+	struct hp_live_val v = {.stack = e & 0xffffff, .birth_ms = (uint32_t)(e >> 30)};
+	uint64_t n = e >> 24 & 31;
+	if (n == DM_SIZE_NEXT) {
+		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);
+		n = (x & DM_NEXT) ? x & ~DM_NEXT : 0;
+	}
+	v.size = n | ((e & (1ull << 29)) ? HP_LIVE_SAMPLED : 0);
+	return v;
+}
+
+/* Writes v as the block of word w, whose pages are written. Release: hp_live_each, reading
+ * the block's word, reads its size word after it. */
+static inline void dm_store(_Atomic uint64_t *w, struct hp_live_val v)
+{
+	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+	if (n > 16)
+		atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
+	atomic_store_explicit(w, dm_pack(v), memory_order_release);
+}
+
+static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
+{
+	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
+	if (!dm_is_block(e))
+		return 0;
+	*v = dm_unpack(e, w);
+	atomic_store_explicit(w, DM_GONE, memory_order_relaxed);
+	return 1;
+}
+
+/* The common insert, done when it returns 1: a block of a chunk made already whose word was
+ * written before (DM_GONE), and so was its page, and whose size word, if it needs one, lies
+ * in the same page or one written already. The filter is never on with the direct map. */
+__attribute__((always_inline)) static inline int dm_insert_again(uintptr_t addr,
+								 struct hp_live_val v)
+{
+	if (!dm_covers(addr))
+		return 0;
+	struct dm_chunk *c = dm_chunk_at(addr);
+	if (!c)
+		return 0;
+	_Atomic uint64_t *w = dm_word(c, addr);
+	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
+	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
+	if (!e || dm_is_block(e) ||
+	    (n > 16 && (addr >> 4) % DM_WORDS_PER_PAGE == DM_WORDS_PER_PAGE - 1 &&
+	     !dm_written(c, w + 1)))
+		return 0;
+	dm_store(w, v);
+	return 1;
+}
+
+#endif
