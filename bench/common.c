@@ -279,13 +279,11 @@ static double cpu_seconds(void)
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-/* --payload: the payload started in this process in full mode, as tests/unit/test-payload
- * starts it, with a thread draining its pipe, so that callgrind counts its instructions in
- * the program's own allocations (bench/inproc.sh). No round ends while the workers run:
- * the collector's work would be counted by how long the run took under valgrind, not by
- * what the program did. Returns the payload's handle, or NULL after a message. */
+/* --payload's rounds: none ends while the workers run, since the collector's work would
+ * then be counted by how long the run took under valgrind, not by what the program did. */
 #define PAYLOAD_ROUND_MS (3600 * 1000)
 
+/* Reads the payload's rounds and drops them, so that its pipe never fills. */
 static void *drain_pipe(void *arg)
 {
 	static char buf[1 << 16];
@@ -296,6 +294,10 @@ static void *drain_pipe(void *arg)
 	return NULL;
 }
 
+/* --payload: the payload started in this process in full mode, as tests/unit/test-payload
+ * starts it, with a thread draining its pipe, so that callgrind counts its instructions in
+ * the program's own allocations (bench/inproc.sh). Returns the payload's handle, or NULL
+ * after a message. */
 static void *start_payload(const char *path, const char *name)
 {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
