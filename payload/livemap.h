@@ -5,14 +5,14 @@
  * map at a place computed from the address alone: an insert is a store, a remove a load and
  * a store, with no hash, probe or lock (inline in the callers: directmap.h); the program's
  * own ordering of a block's allocation and its free orders the two. Its memory is reserved
- * per GiB of addresses holding a tracked block and spent per 4 KiB page first written,
- * each page covering 8 KiB of addresses (HP_LIVE_DIRECT_BYTES per 16 bytes; a block over
- * 16 bytes keeps its size in the word after its own). Any other block, and every block when the direct map is off
- * (the target has an address-space limit or strict overcommit, where reserving address
- * space costs it; or only sampled blocks are recorded, too sparse to fill pages), goes
- * to the table: sharded by 2 MB address region (shard_of in
- * livemap.c), each shard an open-addressed table (linear probing, backward-shift
- * deletion) of HP_LIVE_ENTRY_BYTES entries, grown under its own spinlock.
+ * per GiB of addresses holding a tracked block and spent per 4 KiB page first written, each
+ * page covering 8 KiB of addresses (HP_LIVE_DIRECT_BYTES per 16 bytes; a block over 16
+ * bytes keeps its size in the word after its own). Any other block, and every block when
+ * the direct map is off (the target has an address-space limit or strict overcommit, where
+ * reserving address space costs it; or only sampled blocks are recorded, too sparse to fill
+ * pages), goes to the table: sharded by 2 MB address region (shard_of in livemap.c), each
+ * shard an open-addressed table (linear probing, backward-shift deletion) of
+ * HP_LIVE_ENTRY_BYTES entries, grown under its own spinlock.
  * Every page and every grow asks hp_mem_admit first; a refusal drops the insert (the
  * caller counts it lost; its later free is then a miss). Nothing here calls out of the
  * payload while holding a lock but the mmap of a grow.
