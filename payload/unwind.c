@@ -605,6 +605,8 @@ static inline int walk_step(uintptr_t look, uintptr_t lo, uintptr_t hi, uintptr_
 			return 0;
 		*bp = *(const uintptr_t *)at;
 		s->bp_at = at;
+		if (at < *sp)
+			s->flags |= HP_STEP_BP_LOW;
 	}
 	if (ra == 0)
 		return 0;
@@ -686,7 +688,10 @@ void hp_unwind_memo_free(struct hp_unwind_memo *m)
  * walk would stop there otherwise. Step i - 1 is a frame of this walk, within [lo, hi),
  * and every later step's CFA is above the one before: with the last CFA at most hi, every
  * return address lies within the stack, and so does a saved rbp not below lo, since it
- * lies below its own step's CFA (the walk read them all aligned). */
+ * lies below its own step's CFA (the walk read them all aligned). Only one marked
+ * HP_STEP_BP_LOW can lie below lo: every other lies at or above the CFA before its own,
+ * step i - 1's or a later one. So the loop tests a step's rbp only when it is marked,
+ * which code that saves rbp without frame pointers (most of it) never is. */
 static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, uintptr_t hi)
 {
 	if (i < m->n && m->st[m->n - 1].cfa > hi)
@@ -695,8 +700,9 @@ static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, 
 		const struct hp_unwind_step *s = &m->st[i];
 		if (*(const uintptr_t *)(s->cfa - 8) != s->ra)
 			return 0;
-		if (s->bp_at && (s->bp_at < lo || ((s->flags & HP_STEP_BP_LIVE) &&
-						   *(const uintptr_t *)s->bp_at != s->bp)))
+		if ((s->flags & (HP_STEP_BP_LIVE | HP_STEP_BP_LOW)) && s->bp_at &&
+		    (s->bp_at < lo ||
+		     ((s->flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)s->bp_at != s->bp)))
 			return 0;
 	}
 	return 1;

@@ -34,9 +34,12 @@
 
 /* One frame of a walk: its CFA, the return address read at CFA-8, and rbp after the step
  * with the address it was read from (0: rbp unchanged); in flags, whether the step's rule
- * read rbp (the CFA is rbp + N) and, in a memo, whether a later step reads this rbp. */
+ * read rbp (the CFA is rbp + N), whether rbp was read from below the step before's CFA
+ * (the frame of a later walk may begin above it), and, in a memo, whether a later step
+ * reads this rbp. */
 #define HP_STEP_READS_BP 1u
 #define HP_STEP_BP_LIVE 2u
+#define HP_STEP_BP_LOW 4u
 struct hp_unwind_step {
 	uintptr_t cfa, ra, bp, bp_at;
 	unsigned flags;
