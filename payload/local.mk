@@ -83,6 +83,14 @@ tests_unit_test_unwind_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) -fno-omit-frame-pointe
 	-DUNWIND_NOFP_PATH='"$(abs_top_builddir)/tests/unit/unwind-nofp.so"'
 tests_unit_test_unwind_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
 
+# Stack interning (tests/unit/test-stacks.c): stacks.c with what it calls.
+check_PROGRAMS += tests/unit/test-stacks
+TESTS += tests/unit/test-stacks
+tests_unit_test_stacks_SOURCES = tests/unit/test-stacks.c payload/stacks.c payload/stacks.h \
+	payload/unwind.c payload/unwind.h payload/mem.c
+tests_unit_test_stacks_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS)
+tests_unit_test_stacks_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
+
 # The site counters (tests/unit/test-threads.c): threads.c with the payload's memory
 # helpers (mem.c) and what its teardown frees (stacks.c, unwind.c).
 check_PROGRAMS += tests/unit/test-threads

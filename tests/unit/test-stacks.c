@@ -1,0 +1,145 @@
+/* test-stacks.c - payload/stacks.c's interning: equal stacks get one id, and
+ * hp_stack_intern_after gives every capture the id hp_stack_intern gives its frames,
+ * whichever way it finds it (its thread's cache, the stack that followed last the time
+ * before, or the table). Stacks here are made up: frames are numbers, not addresses, as
+ * the table never reads what they point to. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "payload/payload.h"
+#include "payload/stacks.h"
+
+/* start.c's: mem.c's helpers read the session's bounds from it. */
+struct hp_payload hp;
+
+#define LEVELS 8 /* a tree of 255 nodes: more paths than a thread's cache holds */
+#define BASE 3	 /* frames below the tree's root (main and the like) */
+#define SITE 0x1000
+#define LEFT 0x2000
+#define RIGHT 0x3000
+
+static int setup(void **state)
+{
+	(void)state;
+	return hp_stacks_init(0);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	hp_stacks_fini();
+	return 0;
+}
+
+/* One capture after another, as a thread makes them: k is how many frames come before the
+ * last `depth - k` frames of the stack before, which the unwinder tells the caller. */
+struct thread_caps {
+	struct hp_stack_cache *c;
+	uint32_t last;
+	uint64_t prev[64];
+	unsigned nprev;
+};
+
+/* The frames the two stacks share at their ends. */
+static unsigned shared_tail(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb)
+{
+	unsigned n = 0;
+	while (n < na && n < nb && a[na - 1 - n] == b[nb - 1 - n])
+		n++;
+	return n;
+}
+
+static void capture(struct thread_caps *t, const uint64_t *f, unsigned depth)
+{
+	uint64_t frames[64];
+	memcpy(frames, f, depth * sizeof *f);
+	unsigned k = depth - shared_tail(f, depth, t->prev, t->nprev);
+	uint32_t id = hp_stack_intern_after(t->c, t->last, frames, depth, k, NULL);
+	assert_int_not_equal(id, 0);
+	assert_int_equal(id, hp_stack_intern(f, depth));
+	t->last = id;
+	memcpy(t->prev, f, depth * sizeof *f);
+	t->nprev = depth;
+}
+
+/* binary-trees' allocations: a node at level d allocates from a stack of the site, then
+ * the call sites (left or right) of the d calls above it, then the base. */
+static void tree(struct thread_caps *t, unsigned level, uint64_t *path)
+{
+	uint64_t f[64];
+	unsigned n = 0;
+	f[n++] = SITE;
+	for (unsigned i = level; i-- > 0;)
+		f[n++] = path[i];
+	for (unsigned i = 0; i < BASE; i++)
+		f[n++] = 0x100 + i;
+	capture(t, f, n);
+	if (level + 1 == LEVELS)
+		return;
+	path[level] = LEFT;
+	tree(t, level + 1, path);
+	path[level] = RIGHT;
+	tree(t, level + 1, path);
+}
+
+static void test_intern(void **state)
+{
+	(void)state;
+	uint64_t a[] = {1, 2, 3}, b[] = {1, 2, 4};
+	uint32_t ia = hp_stack_intern(a, 3);
+	assert_int_not_equal(ia, 0);
+	assert_int_equal(hp_stack_intern(a, 3), ia);
+	assert_int_not_equal(hp_stack_intern(b, 3), ia);
+	assert_int_not_equal(hp_stack_intern(a, 2), ia);
+}
+
+/* The same walk order again and again: from the second tree on, most ids come from the
+ * guess, as the cache holds 32 of the tree's 255 paths. */
+static void test_after_trees(void **state)
+{
+	(void)state;
+	struct thread_caps t = {.c = hp_stack_cache_new()};
+	assert_non_null(t.c);
+	uint64_t path[LEVELS];
+	for (int i = 0; i < 3; i++)
+		tree(&t, 0, path);
+	hp_stack_cache_free(t.c);
+}
+
+/* Stack a, then b, then a again and then c, where c has one new frame before a's last
+ * frames, as b has: the guess a keeps (b, the stack that came after it the time before)
+ * must be told from c by that frame, or by how many of a's frames follow it. */
+static void then_other(const uint64_t *a, const uint64_t *b, const uint64_t *c, unsigned nc)
+{
+	struct thread_caps t = {.c = hp_stack_cache_new()};
+	assert_non_null(t.c);
+	capture(&t, a, 4);
+	capture(&t, b, 4);
+	capture(&t, a, 4);
+	capture(&t, c, nc);
+	hp_stack_cache_free(t.c);
+}
+
+static void test_after_wrong_guess(void **state)
+{
+	(void)state;
+	uint64_t a[] = {10, 11, 12, 13}, b[] = {20, 11, 12, 13};
+	uint64_t other_frame[] = {30, 11, 12, 13}, shorter_tail[] = {20, 12, 13};
+	then_other(a, b, other_frame, 4);
+	then_other(a, b, shorter_tail, 3);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_intern),
+	    cmocka_unit_test(test_after_trees),
+	    cmocka_unit_test(test_after_wrong_guess),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
