@@ -15,7 +15,8 @@
  * maps (that stack, the tail's length, the k new frames) to the id, so a thread that goes
  * back and forth between a few deep stacks does not hash and compare them whole each time.
  * On a miss it first tries the stack interned after that one the time before (a guess kept
- * in the table, checked frame by frame), for programs whose paths outnumber the cache.
+ * in the table, checked frame by frame), for programs whose paths outnumber the cache; only
+ * what the guess misses goes into the cache.
  * It returns what hp_stack_intern would.
  */
 #ifndef HEAPPROF_STACKS_H
