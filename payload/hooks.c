@@ -199,19 +199,36 @@ static struct hp_unwind_memo *memo_at(struct hp_thread *t, unsigned i)
 
 /* Which walk each memo began with, in the lines before the first memo
  * (hp_unwind_memos_head): a hook finds its memo there rather than in every memo's first
- * steps. begin[i] is the frame address of memo i's walk (it fits in 47 bits) with the low
- * bits of the return address above it, 0 for none: equal words mean the same frame, so
- * second[i] can be read at an offset from it, as the memo's walk read it there. second[i]
- * is the return address one frame further up with its offset from the frame in the top 16
- * bits, 0 when unknown: an allocation wrapper called from two places at the same depth
- * (one frame, one return address) then has a memo for each caller. A memo found this way
- * is still checked whole before its id is trusted (hp_unwind_memo_repeats). */
+ * steps. A memo's begin word is the frame address of its walk (it fits in 47 bits) with
+ * the low bits of the return address above it, 0 for none: equal words mean the same
+ * frame, so its second word can be read at an offset from it, as the memo's walk read it
+ * there. The second word is the return address one frame further up with its offset from
+ * the frame in the top 16 bits, 0 when unknown: an allocation wrapper called from two
+ * places at the same depth (one frame, one return address) then has a memo for each
+ * caller. A memo found this way is still checked whole before its id is trusted
+ * (hp_unwind_memo_repeats).
+ * The memos are in sets of MEMO_WAYS, a begin word's set chosen by its hash, so a hook
+ * looks at one line of begin words however many memos the thread has; the line also holds
+ * the set's clock (memo_pick): used has a bit per way, hand the way it looks at next. A
+ * set's second words are a line of their own, read only when a begin word matches. With
+ * eight memos in one line, parse-json's eleven paths (its parser's allocations at each
+ * depth of the document) took turns in them and 38% of its allocations walked. */
+#define MEMO_WAYS 7u
+#define MEMO_SET_BITS 2u
+#define MEMO_SETS (1u << MEMO_SET_BITS)
+struct memo_set {
+	uint64_t begin[MEMO_WAYS];
+	uint8_t used, hand;
+} __attribute__((aligned(64)));
 struct memo_keys {
-	uint64_t begin[HP_WALK_MEMOS];
-	uint64_t second[HP_WALK_MEMOS];
+	struct memo_set set[MEMO_SETS];
+	struct {
+		uint64_t w[MEMO_WAYS];
+	} __attribute__((aligned(64))) second[MEMO_SETS];
 };
 _Static_assert(sizeof(struct memo_keys) <= HP_UNWIND_MEMOS_HEAD, "the memos' head holds it");
-_Static_assert(HP_WALK_MEMOS <= 8, "memo_used has a bit per memo");
+_Static_assert(MEMO_WAYS <= 8, "used has a bit per way");
+_Static_assert(HP_WALK_MEMOS == MEMO_WAYS << MEMO_SET_BITS, "the memos are whole sets");
 
 #define SECOND_RA_BITS 48
 
@@ -222,53 +239,66 @@ static uint64_t begin_key(uintptr_t frame)
 	return frame | (uint64_t) * (const uintptr_t *)(frame + 8) << 47;
 }
 
+/* The product's top bits, which every bit of k moves: a thread's frames differ in a few
+ * low bits only. */
+static unsigned memo_set(uint64_t k)
+{
+	return (unsigned)((k * 0x9e3779b97f4a7c15ull) >> (64 - MEMO_SET_BITS));
+}
+
 /* After a walk into memo i from frame: where its second return address is. */
 static void note_second(struct hp_thread *t, unsigned i, const struct hp_unwind_memo *m,
 			uintptr_t frame)
 {
 	struct memo_keys *mk = hp_unwind_memos_head(t->memo);
+	unsigned set = i / MEMO_WAYS, w = i % MEMO_WAYS;
 	uint64_t off = m->n > 1 ? m->st[1].cfa - 8 - frame : 0, ra = m->n > 1 ? m->st[1].ra : 0;
-	int ok = mk->begin[i] && !m->cap_hit && m->st[0].bp_at == frame && off &&
+	int ok = mk->set[set].begin[w] && !m->cap_hit && m->st[0].bp_at == frame && off &&
 		 off >> (64 - SECOND_RA_BITS) == 0 && ra >> SECOND_RA_BITS == 0;
-	mk->second[i] = ok ? off << SECOND_RA_BITS | ra : 0;
+	mk->second[set].w[w] = ok ? off << SECOND_RA_BITS | ra : 0;
 }
 
-static int memo_matches(const struct memo_keys *mk, unsigned i, uint64_t k, uintptr_t frame)
+/* Whether a walk from frame, whose begin word is k, began as the one a memo of begin
+ * word *begin and second word *second did. */
+static int memo_matches(const uint64_t *begin, const uint64_t *second, uint64_t k, uintptr_t frame)
 {
-	uint64_t s = mk->second[i];
-	return mk->begin[i] == k && (!s || *(const uintptr_t *)(frame + (s >> SECOND_RA_BITS)) ==
-					       (s & ((1ull << SECOND_RA_BITS) - 1)));
+	uint64_t s = *second;
+	return *begin == k && (!s || *(const uintptr_t *)(frame + (s >> SECOND_RA_BITS)) ==
+					 (s & ((1ull << SECOND_RA_BITS) - 1)));
 }
 
-/* Which memo a walk from the hook whose frame is frame goes into: the one whose last walk
- * began the same way (above), else one not picked for the longest, roughly (a clock: the
- * hand passes over memos picked since it last came by). A program that takes turns between
- * a few allocation paths (a server's request: its arguments, an object, a reply, often
- * through one allocation wrapper) then finds each path's last walk whole, where a single
- * memo would hold the other path's and each walk would go by the rules up to where the two
- * meet. Taking the memo after the last one picked instead, a request of five paths, one of
- * them between each two others, had every new path take the same memo: 40% of its
- * allocations walked. A new walk splices against the thread's last walk, wherever that is
- * kept (the best match for a recursion). */
+/* Which memo a walk from the hook whose frame is frame goes into: the one of its set whose
+ * last walk began the same way (above), else one of the set not picked for the longest,
+ * roughly (a clock: the hand passes over memos picked since it last came by). A program
+ * that takes turns between a few allocation paths (a server's request: its arguments, an
+ * object, a reply, often through one allocation wrapper) then finds each path's last walk
+ * whole, where a single memo would hold the other path's and each walk would go by the
+ * rules up to where the two meet. Taking the memo after the last one picked instead, a
+ * request of five paths, one of them between each two others, had every new path take the
+ * same memo: 40% of its allocations walked. A new walk splices against the thread's last
+ * walk, wherever that is kept (the best match for a recursion). */
 static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
 {
 	struct memo_keys *mk = hp_unwind_memos_head(t->memo);
 	uint64_t k = begin_key(frame);
-	for (unsigned i = 0; k && i < HP_WALK_MEMOS; i++)
-		if (memo_matches(mk, i, k, frame)) {
-			t->memo_used |= (uint8_t)(1u << i);
-			return i;
+	unsigned set = memo_set(k);
+	struct memo_set *ms = &mk->set[set];
+	const uint64_t *second = mk->second[set].w;
+	for (unsigned w = 0; k && w < MEMO_WAYS; w++)
+		if (memo_matches(&ms->begin[w], &second[w], k, frame)) {
+			ms->used |= (uint8_t)(1u << w);
+			return set * MEMO_WAYS + w;
 		}
-	unsigned h = t->memo_hand;
-	while (t->memo_used & (1u << h)) {
-		t->memo_used &= (uint8_t) ~(1u << h);
-		h = (h + 1) % HP_WALK_MEMOS;
+	unsigned h = ms->hand;
+	while (ms->used & (1u << h)) {
+		ms->used &= (uint8_t) ~(1u << h);
+		h = h + 1 == MEMO_WAYS ? 0 : h + 1;
 	}
-	t->memo_hand = (uint8_t)((h + 1) % HP_WALK_MEMOS);
-	t->memo_used |= (uint8_t)(1u << h);
-	mk->begin[h] = k;
-	mk->second[h] = 0;
-	return h;
+	ms->hand = (uint8_t)(h + 1 == MEMO_WAYS ? 0 : h + 1);
+	ms->used |= (uint8_t)(1u << h);
+	ms->begin[h] = k;
+	mk->second[set].w[h] = 0;
+	return set * MEMO_WAYS + h;
 }
 
 /* The id of a capture: a memo's last one when the frames are that walk's, else through the

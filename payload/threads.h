@@ -100,8 +100,6 @@ struct hp_thread {
 	uint8_t dense_none;    /* the dense counters (below) could not be made: none */
 	uint8_t retired;       /* collector: 1 + the table it flipped away from, or 0 */
 	uint8_t memo_last;     /* the memo holding the thread's last walk */
-	uint8_t memo_used;     /* bit i: memo i was picked since the hand last passed it */
-	uint8_t memo_hand;     /* the memo the hand looks at next for one to reuse */
 	_Atomic unsigned active;
 	union {
 		_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */
@@ -138,7 +136,7 @@ static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
 	__asm__("addq %1, %0" : "+m"(*(uint64_t *)c) : "er"(v));
 }
 
-#define HP_WALK_MEMOS 8u
+#define HP_WALK_MEMOS 28u
 
 /* A program that goes through many stacks in the order it first went through them (a
  * recursion: binary-trees' 65535 stacks a tree) finds their counters in a hash table of

@@ -91,7 +91,7 @@ unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
  * them in one go (hp_unwind_memos_size bytes), the i-th i * hp_unwind_memo_size(max) bytes
  * after the first, behind HP_UNWIND_MEMOS_HEAD zeroed bytes that are the caller's
  * (hp_unwind_memos_head: the payload's hooks keep there which walk each memo began with). */
-#define HP_UNWIND_MEMOS_HEAD 128u
+#define HP_UNWIND_MEMOS_HEAD 512u
 size_t hp_unwind_memo_size(unsigned max);
 size_t hp_unwind_memos_size(unsigned max, unsigned n);
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
