@@ -67,13 +67,24 @@ until [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; do
 	sleep 0.1
 done
 
-# run_benchmark LABEL: one redis-benchmark pass; writes "TEST rps" lines to $bench_tmp/LABEL.
+# cpu_ticks: redis-server's user + system time so far, in clock ticks.
+cpu_ticks()
+{
+	awk '{ print $14 + $15 }' "/proc/$redis_pid/stat"
+}
+
+# run_benchmark LABEL: one redis-benchmark pass; writes "TEST rps" lines to $bench_tmp/LABEL
+# and the CPU ticks redis-server took meanwhile to $bench_tmp/LABEL.cpu.
 run_benchmark()
 {
+	local before
+
+	before=$(cpu_ticks)
 	redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -t "$tests" -n "$requests" -q \
 		</dev/null 2>"$bench_tmp/$1.err" | tr '\r' '\n' |
 		sed -n 's/^\([A-Z_]*\).*: \([0-9.]*\) requests per second.*/\1 \2/p' \
 			>"$bench_tmp/$1"
+	echo $(($(cpu_ticks) - before)) >"$bench_tmp/$1.cpu"
 	[ -s "$bench_tmp/$1" ] || {
 		bench_log "redis-benchmark ($1) printed no result: $(tail -n 2 "$bench_tmp/$1.err")"
 		return 1
@@ -140,6 +151,23 @@ kept()
 	bench_median "${shares[@]}"
 }
 
+# kept_cpu LABEL: the median over the passes of the CPU time redis-server took for the same
+# requests unprofiled (the mean of the runs around the pass) as a share of what it took in
+# run LABEL. Unlike requests/s, the host's steal time is not in it: on a server bound by its
+# CPU, the throughput the payload's own work leaves.
+kept_cpu()
+{
+	local i a b v shares=()
+
+	for ((i = 1; i <= passes; i++)); do
+		v=$(cat "$bench_tmp/$1$i.cpu" 2>/dev/null) a=$(cat "$bench_tmp/plain$i.cpu")
+		b=$(cat "$bench_tmp/plain$((i + 1)).cpu")
+		[ -n "$v" ] && [ "$v" -gt 0 ] && [ -n "$a" ] && [ -n "$b" ] || continue
+		shares+=("$(awk -v v="$v" -v a="$a" -v b="$b" 'BEGIN { print (a + b) / 2 / v }')")
+	done
+	bench_median "${shares[@]}"
+}
+
 # runs LABEL TEST [N]: the median requests/s of runs LABEL1..LABELN (default: the passes).
 runs()
 {
@@ -194,6 +222,12 @@ for t in $(awk '{ print $1 }' "$bench_tmp/plain1") total; do
 	echo "$line"
 done
 echo
+line="- By redis-server's CPU time for the same requests (unprofiled over attached, the"
+line="$line median of the passes):"
+for l in "${labels[@]:1}"; do
+	line="$line $l $(bench_percent "$(kept_cpu "$l")" 1),"
+done
+echo "${line%,}."
 for l in "${labels[@]:1}"; do
 	echo "- $l (pass $passes): profile $(bench_bytes "$(profile_field "$l$passes" size)")," \
 		"payload memory $(bench_bytes "$(profile_field "$l$passes" payload)")," \
