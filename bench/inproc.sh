@@ -7,10 +7,11 @@
 # and recording in full mode (the programs' --payload) and with none, each for a count of
 # steps and for twice that, and prints for each program the instructions per operation
 # (the program's own op: microbench a free+malloc pair, request-paths a request,
-# binary-trees a node) that the second half took, with and without the payload, and their
-# difference: the payload's own. Exact and repeatable where the attached benchmarks' ratios
-# are not (docs/performance.md, "Instructions, counted"); a few seconds a program.
-# INPROC_PROGRAMS: "program:steps ..." to run instead of the three below.
+# binary-trees a node, parse-json an allocation of its DOM) that the second half took,
+# with and without the payload, and their difference: the payload's own. Exact and
+# repeatable where the attached benchmarks' ratios are not (docs/performance.md,
+# "Instructions, counted"); a few seconds a program, a minute for parse-json.
+# INPROC_PROGRAMS: "program:steps ..." to run instead of the four below.
 bench_me=inproc
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/bench-lib.sh
@@ -22,7 +23,7 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 fi
 build=$1
 payload=${2:-$build/payload/heapprof-payload.so}
-programs=${INPROC_PROGRAMS:-microbench:300 request-paths:3000 binary-trees:4}
+programs=${INPROC_PROGRAMS:-microbench:300 request-paths:3000 binary-trees:4 parse-json:3}
 bench_install valgrind || exit 1
 if [ ! -r "$payload" ]; then
 	bench_log "$payload is missing: run 'make bench-inproc'"

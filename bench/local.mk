@@ -76,10 +76,10 @@ bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
 bench-ab: all bench-programs
 	bash $(srcdir)/bench/ab-cpu.sh $(abs_top_builddir) "$(AB_PROGRAM)" "$(AB_A)" "$(AB_B)"
 
-# The payload's instructions per operation of microbench, request-paths and binary-trees,
-# in one process under valgrind's callgrind (bench/inproc.sh, the programs' --payload;
-# docs/performance.md, "Instructions, counted"): exact where the attached ratios are
-# noisy. INPROC_PAYLOAD: another build's payload to count instead.
+# The payload's instructions per operation of microbench, request-paths, binary-trees and
+# parse-json, in one process under valgrind's callgrind (bench/inproc.sh, the programs'
+# --payload; docs/performance.md, "Instructions, counted"): exact where the attached ratios
+# are noisy. INPROC_PAYLOAD: another build's payload to count instead.
 EXTRA_DIST += bench/inproc.sh
 
 .PHONY: bench-inproc
