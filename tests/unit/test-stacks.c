@@ -105,7 +105,7 @@ static void test_after_trees(void **state)
 	(void)state;
 	struct thread_caps t = {.c = hp_stack_cache_new()};
 	assert_non_null(t.c);
-	uint64_t path[LEVELS];
+	uint64_t path[LEVELS] = {0};
 	for (int i = 0; i < 3; i++)
 		tree(&t, 0, path);
 	hp_stack_cache_free(t.c);
