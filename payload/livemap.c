@@ -42,12 +42,12 @@ __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
 	return p;
 }
 
-/* The chunk of a covered addr; make: made if missing (NULL when that fails: the insert is
+/* The chunk of a covered addr, made if missing (NULL when that fails: the insert is
  * dropped). */
-static inline struct dm_chunk *dm_chunk_of(uintptr_t addr, int make)
+static inline struct dm_chunk *dm_chunk_made(uintptr_t addr)
 {
 	struct dm_chunk *p = dm_chunk_at(addr);
-	return p || !make ? p : dm_make(addr >> DM_CHUNK_SHIFT);
+	return p ? p : dm_make(addr >> DM_CHUNK_SHIFT);
 }
 
 __attribute__((noinline)) static int dm_admit_page(_Atomic uint64_t *b, uint64_t bit)
@@ -240,7 +240,7 @@ int hp_live_insert_slow(uintptr_t addr, struct hp_live_val v, struct hp_live_val
 	if (hp_live_filter)
 		filter_step(addr, 1);
 	if (dm_covers(addr)) {
-		struct dm_chunk *c = dm_chunk_of(addr, 1);
+		struct dm_chunk *c = dm_chunk_made(addr);
 		rc = c ? dm_insert(c, dm_word(c, addr), v, old) : -1;
 	} else {
 		rc = table_insert(addr, v, old);
