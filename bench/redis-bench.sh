@@ -137,33 +137,28 @@ rps()
 	fi
 }
 
-# kept LABEL TEST: the median over the passes of LABEL's requests/s as a share (0 to 1 and
-# above) of the mean of the unprofiled runs around it.
-kept()
+# ticks LABEL: the CPU ticks redis-server took in run LABEL, empty if it has none.
+ticks()
 {
-	local i a b v shares=()
-
-	for ((i = 1; i <= passes; i++)); do
-		v=$(rps "$1$i" "$2") a=$(rps "plain$i" "$2") b=$(rps "plain$((i + 1))" "$2")
-		[ -n "$v" ] && [ -n "$a" ] && [ -n "$b" ] || continue
-		shares+=("$(awk -v v="$v" -v a="$a" -v b="$b" 'BEGIN { print 2 * v / (a + b) }')")
-	done
-	bench_median "${shares[@]}"
+	cat "$bench_tmp/$1.cpu" 2>/dev/null
 }
 
-# kept_cpu LABEL: the median over the passes of the CPU time redis-server took for the same
-# requests unprofiled (the mean of the runs around the pass) as a share of what it took in
-# run LABEL. Unlike requests/s, the host's steal time is not in it: on a server bound by its
-# CPU, the throughput the payload's own work leaves.
-kept_cpu()
+# kept LABEL TEST [cpu]: the median over the passes of run LABEL's share (0 to 1 and above)
+# of the unprofiled runs around its pass (their mean): its requests/s over theirs; or, with
+# cpu, the CPU time they took for the same requests over its own (TEST unused). Unlike
+# requests/s, CPU time leaves out the host's steal time: on a server bound by its CPU, it is
+# the throughput the payload's own work leaves.
+kept()
 {
-	local i a b v shares=()
+	local i a b v get=rps shares=()
 
+	[ "${3:-}" = cpu ] && get=ticks
 	for ((i = 1; i <= passes; i++)); do
-		v=$(cat "$bench_tmp/$1$i.cpu" 2>/dev/null) a=$(cat "$bench_tmp/plain$i.cpu")
-		b=$(cat "$bench_tmp/plain$((i + 1)).cpu")
-		[ -n "$v" ] && [ "$v" -gt 0 ] && [ -n "$a" ] && [ -n "$b" ] || continue
-		shares+=("$(awk -v v="$v" -v a="$a" -v b="$b" 'BEGIN { print (a + b) / 2 / v }')")
+		v=$($get "$1$i" "$2") a=$($get "plain$i" "$2") b=$($get "plain$((i + 1))" "$2")
+		[ -n "$v" ] && [ -n "$a" ] && [ -n "$b" ] || continue
+		[ "$get" = ticks ] && [ "$v" -le 0 ] && continue
+		shares+=("$(awk -v v="$v" -v a="$a" -v b="$b" -v cpu="${3:-}" 'BEGIN {
+			print cpu ? (a + b) / 2 / v : 2 * v / (a + b) }')")
 	done
 	bench_median "${shares[@]}"
 }
@@ -225,7 +220,7 @@ echo
 line="- By redis-server's CPU time for the same requests (unprofiled over attached, the"
 line="$line median of the passes):"
 for l in "${labels[@]:1}"; do
-	line="$line $l $(bench_percent "$(kept_cpu "$l")" 1),"
+	line="$line $l $(bench_percent "$(kept "$l" total cpu)" 1),"
 done
 echo "${line%,}."
 for l in "${labels[@]:1}"; do
