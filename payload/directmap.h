@@ -30,18 +30,23 @@ struct dm_chunk {
  * the chunk is made (a conservative count of what they touch). */
 #define DM_CHUNK_FIXED (sizeof(((struct dm_chunk *)0)->written) + 4096)
 
-/* A block's word: bit 62 set and 63 clear; the stack id in bits 0-23, the size in 24-28
- * (0 to 16, or DM_SIZE_NEXT: the next word holds it, with bit 63 set), sampled in bit 29,
- * the birth in 30-61. The word after a block of more than 16 bytes lies inside the block,
- * so no other live block has its own word there. */
+/* A block's word: bit 62 set and 63 clear; the stack id in bits 0-18, the size in 19-28
+ * (0 to DM_SIZE_INLINE, or DM_SIZE_NEXT: the next word holds it, with bit 63 set), sampled
+ * in bit 29, the birth in 30-61. The word after a block of more than 16 bytes lies inside
+ * the block, so no other live block has its own word there. Most programs' blocks fit the
+ * word: with only 0 to 16 bytes there, hash-table's, shbench's, queue's and microbench's
+ * every free loaded a second word and every allocation tested and stored one. */
 #define DM_BLOCK (1ull << 62)
 #define DM_NEXT (1ull << 63)
 /* What a removed block leaves in its word: a word once written never reads 0 again, so a
  * nonzero one proves its page admitted and the common insert skips the bitmap (a chain of
  * three dependent loads, directory, bitmap, word, cut to two). */
 #define DM_GONE 1ull
-#define DM_SIZE_NEXT 31u
-_Static_assert(HP_STACKS_MAX_IDS < (1u << 24), "stack ids fit in 24 bits");
+#define DM_STACK_BITS 19u
+#define DM_SIZE_NEXT 1023u
+#define DM_SIZE_INLINE (DM_SIZE_NEXT - 1)
+_Static_assert(HP_STACKS_MAX_IDS < (1u << DM_STACK_BITS), "stack ids fit in their bits");
+_Static_assert(DM_STACK_BITS + 10 == 29, "the size's bits end below sampled's");
 
 extern _Atomic(struct dm_chunk *) *hp_dm_dir; /* DM_CHUNKS pointers; NULL: the map is off */
 
@@ -94,7 +99,7 @@ static inline int dm_written(struct dm_chunk *c, const _Atomic uint64_t *w)
 static inline uint64_t dm_pack(struct hp_live_val v)
 {
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-	return DM_BLOCK | v.stack | (n <= 16 ? n : DM_SIZE_NEXT) << 24 |
+	return DM_BLOCK | v.stack | (n <= DM_SIZE_INLINE ? n : DM_SIZE_NEXT) << DM_STACK_BITS |
 	       ((v.size & HP_LIVE_SAMPLED) ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
 }
 
@@ -103,8 +108,9 @@ static inline uint64_t dm_pack(struct hp_live_val v)
 __attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64_t e,
 									  const _Atomic uint64_t *w)
 {
-	struct hp_live_val v = {.stack = e & 0xffffff, .birth_ms = (uint32_t)(e >> 30)};
-	uint64_t n = e >> 24 & 31;
+	struct hp_live_val v = {.stack = (uint32_t)(e & ((1u << DM_STACK_BITS) - 1)),
+				.birth_ms = (uint32_t)(e >> 30)};
+	uint64_t n = e >> DM_STACK_BITS & DM_SIZE_NEXT;
 	if (n == DM_SIZE_NEXT) {
 		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);
 		n = (x & DM_NEXT) ? x & ~DM_NEXT : 0;
@@ -118,7 +124,7 @@ __attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64
 static inline void dm_store(_Atomic uint64_t *w, struct hp_live_val v)
 {
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-	if (n > 16)
+	if (n > DM_SIZE_INLINE)
 		atomic_store_explicit(w + 1, n | DM_NEXT, memory_order_relaxed);
 	atomic_store_explicit(w, dm_pack(v), memory_order_release);
 }
@@ -148,7 +154,7 @@ __attribute__((always_inline)) static inline int dm_insert_again(uintptr_t addr,
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
 	if (!e || dm_is_block(e) ||
-	    (n > 16 && (addr >> 4) % DM_WORDS_PER_PAGE == DM_WORDS_PER_PAGE - 1 &&
+	    (n > DM_SIZE_INLINE && (addr >> 4) % DM_WORDS_PER_PAGE == DM_WORDS_PER_PAGE - 1 &&
 	     !dm_written(c, w + 1)))
 		return 0;
 	dm_store(w, v);

@@ -73,7 +73,7 @@ static inline int dm_insert(struct dm_chunk *c, _Atomic uint64_t *w, struct hp_l
 			    struct hp_live_val *old)
 {
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-	if (!dm_page(c, w) || (n > 16 && !dm_page(c, w + 1)))
+	if (!dm_page(c, w) || (n > DM_SIZE_INLINE && !dm_page(c, w + 1)))
 		return -1;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	int rc = 0;

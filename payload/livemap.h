@@ -6,7 +6,7 @@
  * a store, with no hash, probe or lock (inline in the callers: directmap.h); the program's
  * own ordering of a block's allocation and its free orders the two. Its memory is reserved
  * per GiB of addresses holding a tracked block and spent per 4 KiB page first written, each
- * page covering 8 KiB of addresses (HP_LIVE_DIRECT_BYTES per 16 bytes; a block over 16
+ * page covering 8 KiB of addresses (HP_LIVE_DIRECT_BYTES per 16 bytes; a block over 1022
  * bytes keeps its size in the word after its own). Any other block, and every block when
  * the direct map is off (the target has an address-space limit or strict overcommit, where
  * reserving address space costs it; or only sampled blocks are recorded, too sparse to fill

@@ -543,6 +543,10 @@ static void work_sizes(int k)
 {
 	for (int i = 0; i < NTEMP; i++)
 		free(site_malloc(100));
+	/* The largest size a block's word of the direct map holds, and the smallest it keeps
+	 * in the word after (directmap.h). */
+	free(site_malloc(1022));
+	free(site_malloc(1023));
 	for (int i = 0; i < NKEEP; i++)
 		held[k][i] = site_malloc(BIG);
 	for (int i = 0; i < NLIVE; i++)
@@ -563,6 +567,12 @@ static void check_sizes_and_live(void)
 	/* Freed before the thread's next allocation: temporary. The big blocks are not, since
 	 * others were allocated after each of them. */
 	assert_int_equal(t.temp_frees, NW * NTEMP);
+	for (uint64_t n = 1022; n <= 1023; n++) {
+		struct hp_site_delta e = keyed_sum((void *)site_malloc, HP_SIZE_EXACT, n);
+		assert_int_equal(e.allocs, NW);
+		assert_int_equal(e.frees, NW);
+		assert_int_equal(e.freed_bytes, NW * n);
+	}
 	struct hp_site_delta b = keyed_sum((void *)site_malloc, HP_SIZE_POW2, 4096);
 	assert_int_equal(b.allocs, NW * NKEEP);
 	assert_int_equal(b.alloc_bytes, NW * NKEEP * BIG);
