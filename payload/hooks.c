@@ -298,6 +298,8 @@ static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
 	ms->used |= (uint8_t)(1u << h);
 	ms->begin[h] = k;
 	mk->second[set].w[h] = 0;
+	/* A path new to the memo has its checks made (unwind.h, misses). */
+	memo_at(t, set * MEMO_WAYS + h)->misses = 0;
 	return set * MEMO_WAYS + h;
 }
 

@@ -68,6 +68,9 @@ struct hp_unwind_memo {
 	unsigned unwritten;
 	int dropped; /* some step's return address was dropped (in [drop_lo, drop_hi)) */
 	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
+	/* Checks of this walk (hp_unwind_memo_repeats) that failed in a row before one passed;
+	 * the caller zeroes it when it takes the memo for walks of another path. */
+	unsigned misses;
 	/* hp_unwind_memo_repeats's words, made from the steps when the walk first repeats:
 	 * HP_MEMO_CHECKS_UNMADE, _LONG (more words than chk holds), else 1 + the number of
 	 * (address, value) pairs in chk, the first one the return address at frame + 8. */
@@ -113,8 +116,10 @@ static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_
 /* 1 if a walk from frame with max would be m's last walk again, without walking: m's first
  * step began at frame, and every return address and every saved rbp a later step reads is
  * still in place (the modules unchanged since). The id kept with the walk is then the
- * walk's. Inline, as every allocation of full mode that repeats a path asks it: its
- * common case is a loop over m's words, the rest hp_unwind_memo_repeats_slow's. */
+ * walk's. It may say 0 without looking, for a memo whose checks keep failing (misses):
+ * the caller then walks, and finds the same frames all the same. Inline, as every
+ * allocation of full mode that repeats a path asks it: its common case is a loop over m's
+ * words, the rest hp_unwind_memo_repeats_slow's. */
 extern _Atomic unsigned long hp_unwind_gen;
 int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
 static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)

@@ -473,6 +473,39 @@ static void test_memo_first_return(void **state)
 	memo = NULL;
 }
 
+/* Two paths in turn through one memo, which differ a few frames up: each check of the memo
+ * fails, so after a few it is no longer made, but made again every so many walks. Then one
+ * path stays: a check left out is a walk spliced against the memo, never wrong, and a later
+ * check finds the walk whole (same 1) from then on. Every walk is the slow walk's. */
+#define TURNS 13u
+static void test_memo_skips_failing(void **state)
+{
+	(void)state;
+	struct hp_unwind_memo *m = hp_unwind_memo_new(MAX);
+	assert_non_null(m);
+	memo = m;
+	unsigned whole = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		struct memo_shape s = {S_TWO_SITES, 0, i < TURNS ? (int)(i & 1) : 1, 0, MAX, 0};
+		struct memo_cap c;
+		run_memo_shape(&s, &c);
+		assert_true(c.nslow > 3);
+		assert_int_equal(c.nmemo, c.nslow);
+		assert_memory_equal(c.memo, c.slow, c.nslow * sizeof c.slow[0]);
+		if (i <= TURNS)
+			assert_int_not_equal(c.same, 1);
+		else if (whole)
+			assert_int_equal(c.same, 1);
+		else if (c.same == 1)
+			whole = i;
+	}
+	/* Walk TURNS + 1 is walk TURNS's path again: checked, it would be found whole. */
+	assert_true(whole > TURNS + 1 && whole <= TURNS + 1 + 16);
+	assert_int_equal(m->misses, 0);
+	hp_unwind_memo_free(m);
+	memo = NULL;
+}
+
 static int load(struct lib *l, const char *path, const char *pfx)
 {
 	char name[64];
@@ -523,6 +556,7 @@ int main(void)
 	    cmocka_unit_test(test_memo_from),
 	    cmocka_unit_test(test_memo_scratch_rbp),
 	    cmocka_unit_test(test_memo_first_return),
+	    cmocka_unit_test(test_memo_skips_failing),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
