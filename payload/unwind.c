@@ -732,12 +732,14 @@ static inline __attribute__((always_inline)) void memo_mark_live(struct hp_unwin
 	}
 }
 
-/* The walk's new steps into the memo: mostly one (the splice at the first frame), else a
- * few. Not a memcpy of variable length, which GCC makes a rep movsq, whose start alone was
- * a quarter of the memo walk's time. */
+/* The walk's new steps into the memo, unless they were walked there: mostly one (the
+ * splice at the first frame), else a few. Not a memcpy of variable length, which GCC makes
+ * a rep movsq, whose start alone was a quarter of the memo walk's time. */
 static inline void memo_set_prefix(struct hp_unwind_memo *m, const struct hp_unwind_step *pre,
 				   unsigned npre)
 {
+	if (pre == m->st)
+		return;
 	if (npre)
 		m->st[0] = pre[0];
 	for (unsigned i = 1; i < npre; i++) {
@@ -896,11 +898,12 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 	int again = m->n && !m->cap_hit && m->gen == gen && m->max == max;
 	int usable =
 	    from == m ? again : from->n && !from->cap_hit && from->gen == gen && from->max == max;
-	struct hp_unwind_step pre[MEMO_PREFIX], s;
+	/* Up to the first frame the last walk had too, steps go to pre: straight into m when
+	 * the last walk is another memo's, or the splice would copy them twice. */
+	struct hp_unwind_step own[MEMO_PREFIX], *pre = m == from ? own : m->st, s;
 	unsigned npre = 0, p = 0, n = 0;
 	uintptr_t look = 0;
 	int r = 1, spliced = 0, pre_dropped = 0;
-	/* Up to the first frame the last walk had too, steps go to pre. */
 	while (n < max && npre < MEMO_PREFIX) {
 		r = npre ? walk_step(look, lo, hi, &sp, &bp, &s)
 			 : frame_step(frame, lo, hi, &sp, &bp, &s);
