@@ -82,7 +82,11 @@ __attribute__((always_inline)) static inline int hp_live_remove(uintptr_t addr,
 		struct dm_chunk *c = dm_chunk_at(addr);
 		return c && dm_remove(dm_word(c, addr), v);
 	}
-	return hp_live_table_remove(addr, v);
+	/* Not v itself: a caller's v whose address no call sees stays in registers. */
+	struct hp_live_val tv;
+	int found = hp_live_table_remove(addr, &tv);
+	*v = tv;
+	return found;
 }
 
 /* Calls fn for every entry, the table one shard at a time under its lock: fn must not
