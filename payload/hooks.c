@@ -136,9 +136,7 @@ free_found_inline(struct hp_thread *t, const struct hp_live_val *v, int temp)
 	}
 	hp_own_add(&t->tot.frees, 1);
 	hp_own_add(&t->tot.freed_bytes, n);
-	hp_thread_add_free(t, hp_site_key(v->stack, hp_size_code(n)), w,
-			   w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n),
-			   temp ? w : 0);
+	hp_thread_add_free(t, hp_site_key(v->stack, hp_size_code(n)), w, n, temp ? w : 0);
 }
 
 /* The same out of line, for the paths where a block is found gone other than by free. */
@@ -328,8 +326,7 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	if (hp.args.mode != HP_MODE_FULL) {
 		hp_own_add(&t->tot.alloc_usable, usable(p));
 		if (hp.args.mode == HP_MODE_EXTENDED)
-			hp_thread_add_alloc(t, hp_site_key(0, hp_size_code(n)), HP_FX_ONE,
-					    (uint64_t)n << HP_FX);
+			hp_thread_add_alloc(t, hp_site_key(0, hp_size_code(n)), HP_FX_ONE, n);
 		return;
 	}
 	uint64_t rate = rate_now(), w = HP_FX_ONE;
@@ -377,8 +374,7 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	 * that block is gone, so its site gets the free. */
 	if (rc == 1)
 		free_found(t, &old, 0);
-	hp_thread_add_alloc(t, hp_site_key(v.stack, hp_size_code(n)), w,
-			    w == HP_FX_ONE ? (uint64_t)n << HP_FX : (uint64_t)((double)w * n));
+	hp_thread_add_alloc(t, hp_site_key(v.stack, hp_size_code(n)), w, n);
 }
 
 /* Under sampling most allocations are only counted: that much is inline in every hook. */

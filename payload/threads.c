@@ -287,18 +287,19 @@ void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free
 }
 
 /* A lost companion loses the site's bytes, not its count: counted lost all the same. */
-void hp_thread_add_bytes(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t bytes)
+void hp_thread_add_bytes(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
+			 uint64_t size)
 {
-	struct hp_site_ctr c = hp_site_event(key | HP_SITE_BYTES, free, bytes, 0);
+	struct hp_site_ctr c = hp_site_event(key | HP_SITE_BYTES, free, hp_event_bytes(n, size), 0);
 	if (!site_tab_add(&t->tab[a], &c))
 		hp_own_add(&t->tot.lost, 1);
 }
 
-void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t n, uint64_t bytes,
+void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t n, uint64_t size,
 			  uint64_t temp)
 {
 	struct hp_site_ctr c = hp_site_event(key, free, n, temp),
-			   b = hp_site_event(key | HP_SITE_BYTES, free, bytes, 0);
+			   b = hp_site_event(key | HP_SITE_BYTES, free, hp_event_bytes(n, size), 0);
 	hp_spin_lock(&t->lock);
 	struct hp_site_tab *tab = &t->tab[atomic_load_explicit(&t->active, memory_order_relaxed)];
 	int ok = hp_site_tab_add(tab, &c) && (!hp_site_has_bytes(key) || hp_site_tab_add(tab, &b));

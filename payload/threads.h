@@ -220,9 +220,17 @@ static inline struct hp_site_ctr *hp_site_tab_home(const struct hp_site_tab *tab
  * whole add without membarrier, under the record's lock. */
 void hp_thread_add_other(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
 			 uint64_t temp);
-/* The companion's add (HP_SITE_BYTES), which leaves the last counter as it is. */
-void hp_thread_add_bytes(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t bytes);
-void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t n, uint64_t bytes,
+/* The bytes of n events (HP_FX fixed point) of size bytes each. */
+static inline uint64_t hp_event_bytes(uint64_t n, uint64_t size)
+{
+	return n == HP_FX_ONE ? size << HP_FX : (uint64_t)((double)n * (double)size);
+}
+
+/* The companion's add (HP_SITE_BYTES) of n events of size bytes, which leaves the last
+ * counter as it is. */
+void hp_thread_add_bytes(struct hp_thread *t, unsigned a, uint64_t key, int free, uint64_t n,
+			 uint64_t size);
+void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t n, uint64_t size,
 			  uint64_t temp);
 
 static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_ctr *c)
@@ -253,16 +261,17 @@ static inline void hp_site_event_add(struct hp_site_ctr *e, int free, uint64_t n
 }
 
 /* Adds one event's counters to the caller's active table: an allocation's (free = 0: n
- * allocations of bytes) or a free's (free = 1: n frees of bytes, temp of them temporary).
- * Inline so that the counters stay in registers when the event's site is the last one,
- * where only the counters of its kind are touched. */
+ * allocations of size bytes) or a free's (free = 1: n frees of size bytes, temp of them
+ * temporary). Inline so that the counters stay in registers when the event's site is the
+ * last one, where only the counters of its kind are touched; the bytes, which only a site
+ * with a companion keeps, are worked out out of line. */
 __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_thread *t,
 								     uint64_t key, int free,
-								     uint64_t n, uint64_t bytes,
+								     uint64_t n, uint64_t size,
 								     uint64_t temp)
 {
 	if (!hp_threads_fenced) {
-		hp_thread_add_locked(t, key, free, n, bytes, temp);
+		hp_thread_add_locked(t, key, free, n, size, temp);
 		return;
 	}
 	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
@@ -282,20 +291,20 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 		hp_thread_add_other(t, a, key, free, n, temp);
 	}
 	if (hp_site_has_bytes(key))
-		hp_thread_add_bytes(t, a, key, free, bytes);
+		hp_thread_add_bytes(t, a, key, free, n, size);
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
 }
 
 __attribute__((always_inline)) static inline void
-hp_thread_add_alloc(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t bytes)
+hp_thread_add_alloc(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t size)
 {
-	hp_thread_add_kind(t, key, 0, n, bytes, 0);
+	hp_thread_add_kind(t, key, 0, n, size, 0);
 }
 
 __attribute__((always_inline)) static inline void
-hp_thread_add_free(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t bytes, uint64_t temp)
+hp_thread_add_free(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t size, uint64_t temp)
 {
-	hp_thread_add_kind(t, key, 1, n, bytes, temp);
+	hp_thread_add_kind(t, key, 1, n, size, temp);
 }
 
 /* Plain sums of every record's totals. */

@@ -54,8 +54,8 @@ static void *worker(void *arg)
 		for (uint32_t s = 0; s < p->nstacks; s++)
 			for (uint32_t z = 0; z < p->nsizes; z++) {
 				uint64_t n = 16 + z;
-				hp_thread_add_alloc(t, key_of(p, s, z), HP_FX_ONE, n << HP_FX);
-				hp_thread_add_free(t, key_of(p, s, z), HP_FX_ONE, n << HP_FX, 0);
+				hp_thread_add_alloc(t, key_of(p, s, z), HP_FX_ONE, n);
+				hp_thread_add_free(t, key_of(p, s, z), HP_FX_ONE, n, 0);
 			}
 	p->dense = atomic_load(&t->dense) != NULL;
 	p->hashed = t->tab[atomic_load(&t->active)].count;
