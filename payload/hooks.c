@@ -251,7 +251,7 @@ static void note_second(struct hp_thread *t, unsigned i, const struct hp_unwind_
 	struct memo_keys *mk = hp_unwind_memos_head(t->memo);
 	unsigned set = i / MEMO_WAYS, w = i % MEMO_WAYS;
 	uint64_t off = m->n > 1 ? m->st[1].cfa - 8 - frame : 0, ra = m->n > 1 ? m->st[1].ra : 0;
-	int ok = mk->set[set].begin[w] && !m->cap_hit && m->st[0].bp_at == frame && off &&
+	int ok = mk->set[set].begin[w] && !m->cap_hit && hp_step_bp_at(&m->st[0]) == frame && off &&
 		 off >> (64 - SECOND_RA_BITS) == 0 && ra >> SECOND_RA_BITS == 0;
 	mk->second[set].w[w] = ok ? off << SECOND_RA_BITS | ra : 0;
 }

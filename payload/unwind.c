@@ -584,8 +584,9 @@ static inline int readable(uintptr_t a, uintptr_t lo, uintptr_t hi)
 /* One step of the walk from the frame of code address look, whose stack pointer is *sp:
  * 1 with the caller's frame in *s (and *sp, *bp moved to it), 0 at the end of the stack,
  * -1 when the slow path must walk. */
-static inline int walk_step(uintptr_t look, uintptr_t lo, uintptr_t hi, uintptr_t *sp,
-			    uintptr_t *bp, struct hp_unwind_step *s)
+static inline __attribute__((always_inline)) int walk_step(uintptr_t look, uintptr_t lo,
+							   uintptr_t hi, uintptr_t *sp,
+							   uintptr_t *bp, struct hp_unwind_step *s)
 {
 	uint64_t v = rule_for(look);
 	unsigned kind = v & 3;
@@ -597,16 +598,13 @@ static inline int walk_step(uintptr_t look, uintptr_t lo, uintptr_t hi, uintptr_
 	if (!readable(cfa - 8, lo, hi) || cfa <= *sp)
 		return 0;
 	uintptr_t ra = *(const uintptr_t *)(cfa - 8);
-	s->bp_at = 0;
-	s->flags = kind == K_RBP ? HP_STEP_READS_BP : 0;
+	s->at = kind == K_RBP ? HP_STEP_READS_BP : 0;
 	if (v & V_SAVED) {
 		uintptr_t at = cfa - 8 * (uintptr_t)(v >> 3 & RBP_SLOTS);
 		if (!readable(at, lo, hi))
 			return 0;
 		*bp = *(const uintptr_t *)at;
-		s->bp_at = at;
-		if (at < *sp)
-			s->flags |= HP_STEP_BP_LOW;
+		s->at |= at | (at < *sp ? HP_STEP_BP_LOW : 0);
 	}
 	if (ra == 0)
 		return 0;
@@ -700,9 +698,11 @@ static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, 
 		const struct hp_unwind_step *s = &m->st[i];
 		if (*(const uintptr_t *)(s->cfa - 8) != s->ra)
 			return 0;
-		if ((s->flags & (HP_STEP_BP_LIVE | HP_STEP_BP_LOW)) && s->bp_at &&
-		    (s->bp_at < lo ||
-		     ((s->flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)s->bp_at != s->bp)))
+		if (!(s->at & (HP_STEP_BP_LIVE | HP_STEP_BP_LOW)))
+			continue;
+		uintptr_t at = hp_step_bp_at(s);
+		if (at &&
+		    (at < lo || ((s->at & HP_STEP_BP_LIVE) && *(const uintptr_t *)at != s->bp)))
 			return 0;
 	}
 	return 1;
@@ -712,8 +712,8 @@ static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, 
  * read from s what it read from m. */
 static int same_step(const struct hp_unwind_step *m, const struct hp_unwind_step *s)
 {
-	return m->cfa == s->cfa && m->ra == s->ra && m->bp_at == s->bp_at &&
-	       (!(m->flags & HP_STEP_BP_LIVE) || m->bp == s->bp);
+	return m->cfa == s->cfa && m->ra == s->ra && hp_step_bp_at(m) == hp_step_bp_at(s) &&
+	       (!(m->at & HP_STEP_BP_LIVE) || m->bp == s->bp);
 }
 
 /* Marks steps from..0 whose rbp a later step reads: the next one's rule reads it, or the
@@ -726,9 +726,10 @@ static inline __attribute__((always_inline)) void memo_mark_live(struct hp_unwin
 {
 	for (unsigned i = from + 1; i-- > 0;) {
 		const struct hp_unwind_step *next = &m->st[i + 1];
-		int live = i + 1 >= m->n || (next->flags & HP_STEP_READS_BP) ||
-			   (!next->bp_at && (next->flags & HP_STEP_BP_LIVE));
-		m->st[i].flags = (m->st[i].flags & ~HP_STEP_BP_LIVE) | (live ? HP_STEP_BP_LIVE : 0);
+		int live = i + 1 >= m->n || (next->at & HP_STEP_READS_BP) ||
+			   (!hp_step_bp_at(next) && (next->at & HP_STEP_BP_LIVE));
+		m->st[i].at =
+		    (m->st[i].at & ~(uintptr_t)HP_STEP_BP_LIVE) | (live ? HP_STEP_BP_LIVE : 0);
 	}
 }
 
@@ -768,8 +769,7 @@ static int frame_step(uintptr_t frame, uintptr_t lo, uintptr_t hi, uintptr_t *sp
 	s->cfa = *sp = frame + 16;
 	s->ra = *(const uintptr_t *)(frame + 8);
 	s->bp = *bp = *(const uintptr_t *)frame;
-	s->bp_at = frame;
-	s->flags = 0;
+	s->at = frame;
 	return s->ra != 0;
 }
 
@@ -780,7 +780,7 @@ static int memo_repeats_slow(const struct hp_unwind_memo *m, uintptr_t frame)
 	uintptr_t hi = stack_top(frame);
 	if (!hi || !readable(frame + 8, frame, hi))
 		return 0;
-	if ((m->st[0].flags & HP_STEP_BP_LIVE) && *(const uintptr_t *)frame != m->st[0].bp)
+	if ((m->st[0].at & HP_STEP_BP_LIVE) && *(const uintptr_t *)frame != m->st[0].bp)
 		return 0;
 	return memo_holds(m, 1, frame, hi);
 }
@@ -803,12 +803,12 @@ static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
 {
 	unsigned k = 0;
 	int room = memo_check(m, &k, frame + 8, m->st[0].ra) &&
-		   (!(m->st[0].flags & HP_STEP_BP_LIVE) || memo_check(m, &k, frame, m->st[0].bp));
+		   (!(m->st[0].at & HP_STEP_BP_LIVE) || memo_check(m, &k, frame, m->st[0].bp));
 	for (unsigned i = 1; i < m->n; i++) {
 		const struct hp_unwind_step *s = &m->st[i];
 		room = room && memo_check(m, &k, s->cfa - 8, s->ra);
-		if (s->bp_at && (s->flags & HP_STEP_BP_LIVE))
-			room = room && memo_check(m, &k, s->bp_at, s->bp);
+		if (hp_step_bp_at(s) && (s->at & HP_STEP_BP_LIVE))
+			room = room && memo_check(m, &k, hp_step_bp_at(s), s->bp);
 	}
 	return room ? k + 1 : HP_MEMO_CHECKS_LONG;
 }
