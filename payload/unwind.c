@@ -689,13 +689,13 @@ void hp_unwind_memo_free(struct hp_unwind_memo *m)
  * lies below its own step's CFA (the walk read them all aligned). Only one marked
  * HP_STEP_BP_LOW can lie below lo: every other lies at or above the CFA before its own,
  * step i - 1's or a later one. So the loop tests a step's rbp only when it is marked,
- * which code that saves rbp without frame pointers (most of it) never is. */
+ * which code that saves rbp without frame pointers (most of it) never is. The loop is
+ * unrolled: a splice checks the rest of the last walk, 17 steps for each node of
+ * binary-trees, and the loop's count and branch were a tenth of that. */
 static int memo_holds(const struct hp_unwind_memo *m, unsigned i, uintptr_t lo, uintptr_t hi)
 {
 	if (i < m->n && m->st[m->n - 1].cfa > hi)
 		return 0;
-	/* Unrolled: a splice checks the rest of the last walk, 17 steps for each node of
-	 * binary-trees, and the loop's count and branch were a tenth of that. */
 #pragma GCC unroll 4
 	for (; i < m->n; i++) {
 		const struct hp_unwind_step *s = &m->st[i];
