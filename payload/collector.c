@@ -388,7 +388,7 @@ static void live_cb(const struct hp_live_val *v, void *arg)
 		w = hp_weight_fx(n, la.rate);
 	}
 	a->blocks += w;
-	a->bytes += w == HP_FX_ONE ? n << HP_FX : (uint64_t)((double)w * (double)n);
+	a->bytes += hp_event_bytes(w, n);
 	uint32_t age = la.now - v->birth_ms;
 	a->age_sum += (double)age * (double)w / HP_FX_ONE;
 	if ((int32_t)(v->birth_ms - a->oldest_birth) < 0)
