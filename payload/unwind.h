@@ -34,7 +34,7 @@
 
 /* One frame of a walk: its CFA, the return address read at CFA-8, and rbp after the step
  * with the address it was read from (hp_step_bp_at; 0: rbp unchanged); in the flags
- * (hp_step_flags), whether the step's rule read rbp (the CFA is rbp + N), whether rbp was
+ * (HP_STEP_*), whether the step's rule read rbp (the CFA is rbp + N), whether rbp was
  * read from below the step before's CFA (the frame of a later walk may begin above it),
  * and, in a memo, whether a later step reads this rbp. The flags live in the low bits of
  * the address, which the walk only ever reads aligned: 32 bytes a step, where 40 made a
@@ -51,11 +51,6 @@ struct hp_unwind_step {
 static inline uintptr_t hp_step_bp_at(const struct hp_unwind_step *s)
 {
 	return s->at & ~(uintptr_t)HP_STEP_FLAGS;
-}
-
-static inline unsigned hp_step_flags(const struct hp_unwind_step *s)
-{
-	return (unsigned)(s->at & HP_STEP_FLAGS);
 }
 
 #define HP_UNWIND_NO_TAIL (~0u)
