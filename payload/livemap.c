@@ -13,13 +13,14 @@ struct entry {
 
 _Static_assert(sizeof(struct entry) == HP_LIVE_ENTRY_BYTES, "payload.h states it");
 
+/* A line each: threads freeing into different shards never share one. */
 struct shard {
 	hp_spin lock;
 	uint32_t mask;
 	uint64_t count;
 	struct entry *e;
-	char pad[64 - 24];
-};
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct shard) == 64, "a shard is one line");
 
 static struct shard *shards;
 
