@@ -97,7 +97,7 @@ static void usage(FILE *f, const struct bench_def *def)
 {
 	fprintf(f,
 		"usage: %s [--seconds S | --iterations N] [--threads P] [--seed N] [--progress] "
-		"[--payload PATH]",
+		"[--payload PATH [--payload-rate B]]",
 		def->name);
 	for (const struct bench_param *p = def->params; p && p->name; p++)
 		fprintf(f, " [--%s N]", p->name);
@@ -108,7 +108,10 @@ static void usage(FILE *f, const struct bench_def *def)
 	      "  --seed N        random seed (default 1)\n"
 	      "  --progress      print a throughput line every second\n"
 	      "  --payload PATH  load heapprof's payload into this process and record in full\n"
-	      "                  mode while the workers run (bench/inproc.sh)\n",
+	      "                  mode while the workers run (bench/inproc.sh)\n"
+	      "  --payload-rate B\n"
+	      "                  with --payload, record in sampled mode instead: one sample\n"
+	      "                  per B bytes on average\n",
 	      f);
 	for (const struct bench_param *p = def->params; p && p->name; p++) {
 		char flag[64];
@@ -143,19 +146,21 @@ enum {
 	OPT_SEED,
 	OPT_PROGRESS,
 	OPT_PAYLOAD,
+	OPT_PAYLOAD_RATE,
 	OPT_HELP
 };
 
 /* Returns 0, or the exit status for a usage error (2) or --help (-1). */
 static int parse_args(int argc, char **argv, const struct bench_def *def, struct bench_opts *o)
 {
-	struct option longopts[7 + MAX_PARAMS + 1] = {
+	struct option longopts[8 + MAX_PARAMS + 1] = {
 	    {"seconds", required_argument, NULL, OPT_SECONDS},
 	    {"iterations", required_argument, NULL, OPT_ITERATIONS},
 	    {"threads", required_argument, NULL, OPT_THREADS},
 	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"progress", no_argument, NULL, OPT_PROGRESS},
 	    {"payload", required_argument, NULL, OPT_PAYLOAD},
+	    {"payload-rate", required_argument, NULL, OPT_PAYLOAD_RATE},
 	    {"help", no_argument, NULL, OPT_HELP},
 	};
 	bool have_seconds = false;
@@ -166,7 +171,7 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 	for (const struct bench_param *p = def->params; p && p->name; p++) {
 		if (nparams == MAX_PARAMS)
 			abort();
-		longopts[7 + nparams] = (struct option){p->name, required_argument, NULL, nparams};
+		longopts[8 + nparams] = (struct option){p->name, required_argument, NULL, nparams};
 		nparams++;
 	}
 	*o = (struct bench_opts){.seconds = 10, .threads = 1, .seed = 1};
@@ -204,6 +209,10 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 		case OPT_PAYLOAD:
 			o->payload = optarg;
 			break;
+		case OPT_PAYLOAD_RATE:
+			if (!parse_long(optarg, 1, LONG_MAX, &o->payload_rate))
+				goto bad_value;
+			break;
 		case OPT_HELP:
 			usage(stdout, def);
 			return -1;
@@ -225,6 +234,10 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 	}
 	if (have_seconds && o->iterations) {
 		fprintf(stderr, "%s: --seconds and --iterations exclude each other\n", def->name);
+		return 2;
+	}
+	if (o->payload_rate && !o->payload) {
+		fprintf(stderr, "%s: --payload-rate needs --payload\n", def->name);
 		return 2;
 	}
 	return 0;
@@ -294,18 +307,19 @@ static void *drain_pipe(void *arg)
 	return NULL;
 }
 
-/* --payload: the payload started in this process in full mode, as tests/unit/test-payload
- * starts it, with a thread draining its pipe, so that callgrind counts its instructions in
- * the program's own allocations (bench/inproc.sh). Returns the payload's handle, or NULL
- * after a message. */
-static void *start_payload(const char *path, const char *name)
+/* --payload: the payload started in this process in full mode, or sampled with
+ * --payload-rate, as tests/unit/test-payload starts it, with a thread draining its pipe, so
+ * that callgrind counts its instructions in the program's own allocations (bench/inproc.sh).
+ * Returns the payload's handle, or NULL after a message. */
+static void *start_payload(const char *path, long rate, const char *name)
 {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	hp_start_fn start = h ? (hp_start_fn)dlsym(h, HP_START_SYMBOL) : NULL;
 	const struct hp_start_args a = {.abi_version = HP_ABI_VERSION,
 					.mode = HP_MODE_FULL,
 					.interval_ms = PAYLOAD_ROUND_MS,
-					.max_depth = 64};
+					.max_depth = 64,
+					.sample_rate = (uint64_t)rate};
 	pthread_t t;
 	int fd;
 
@@ -379,7 +393,7 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 
 	if (def->setup && def->setup(&o))
 		return 1;
-	if (o.payload && !(payload = start_payload(o.payload, def->name)))
+	if (o.payload && !(payload = start_payload(o.payload, o.payload_rate, def->name)))
 		return 1;
 
 	double cpu0 = cpu_seconds();

@@ -9,6 +9,7 @@
  *   --progress       also print one throughput line per second
  *   --payload PATH   load heapprof's payload into the process and record in full mode
  *                    while the workers run (to count its instructions: bench/inproc.sh)
+ *   --payload-rate B with --payload: record in sampled mode, one sample per B bytes
  * plus the program's own integer parameters, prints "ready pid=<pid>" at once (before any
  * setup, so a profiler can attach while the program runs), runs def->setup, then P threads
  * that each call thread_init, step until told to stop, thread_fini. It ends by printing
@@ -31,6 +32,7 @@ struct bench_opts {
 	uint64_t seed;
 	bool progress;
 	const char *payload; /* --payload, or NULL */
+	long payload_rate;   /* --payload-rate: bytes between samples, 0 = full mode */
 };
 
 /* A program-specific integer option, --name N, written to *value when given. */

@@ -11,7 +11,8 @@
 # with and without the payload, and their difference: the payload's own. Exact and
 # repeatable where the attached benchmarks' ratios are not (docs/performance.md,
 # "Instructions, counted"); a few seconds a program, a minute for parse-json.
-# INPROC_PROGRAMS: "program:steps ..." to run instead of the four below.
+# INPROC_PROGRAMS: "program:steps ..." to run instead of the four below; INPROC_RATE: bytes
+# between samples, to count sampled mode instead of full mode.
 bench_me=inproc
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/bench-lib.sh
@@ -59,7 +60,7 @@ per()
 		printf "%.1f %d\n", (y[1] - x[1]) / (y[2] - x[2]), y[2] - x[2] }'
 }
 
-echo "payload: $payload"
+echo "payload: $payload${INPROC_RATE:+, sampled every $INPROC_RATE bytes}"
 status=0
 for spec in $programs; do
 	prog=${spec%%:*} steps=${spec#*:}
@@ -68,7 +69,8 @@ for spec in $programs; do
 		status=1
 		continue
 	fi
-	if ! with=$(per "$prog" "$steps" --payload "$payload") || ! without=$(per "$prog" "$steps"); then
+	if ! with=$(per "$prog" "$steps" --payload "$payload" ${INPROC_RATE:+--payload-rate "$INPROC_RATE"}) ||
+		! without=$(per "$prog" "$steps"); then
 		status=1
 		continue
 	fi
