@@ -238,7 +238,18 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 		hp_unwind_memo_tail(m, f, depth);
 		return hp_stack_intern(f, depth);
 	}
+	/* A program that walks many paths in the same order again (binary-trees' trees) has
+	 * more of them than the cache holds: the stack that followed last the time before is
+	 * checked first, which costs neither the hash nor the table's probes; and only its new
+	 * frames are compared, as the cache's are, when it was made from last the same way.
+	 * What the guess finds is not put in the cache: a path the guess keeps finding needs
+	 * no entry, and the copy cost binary-trees' every node 30 instructions. */
 	unsigned tail = depth - k;
+	struct ent *prev = &st.ents[last];
+	uint64_t g = atomic_load_explicit(&prev->next, memory_order_acquire);
+	uint32_t id = (uint32_t)g;
+	if (id && g == next_guess(id, tail, k) && same_start(&st.ents[id], f, k))
+		return id;
 	uint64_t h = (uint64_t)last << 32 ^ tail << 8 ^ k;
 	for (unsigned i = 0; i < k; i++)
 		h = (h ^ f[i]) * 0x9e3779b97f4a7c15ull;
@@ -248,17 +259,6 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 		hit = e->f[i] == f[i];
 	if (hit)
 		return e->id;
-	/* A program that walks many paths in the same order again (binary-trees' trees) has
-	 * more of them than the cache holds: the stack that followed last the time before is
-	 * then checked first, which costs neither the hash nor the table's probes; and only its
-	 * new frames are compared, as the cache's are, when it was made from last the same way.
-	 * What the guess finds is not put in the cache: a path the guess keeps finding needs
-	 * no entry, and the copy cost binary-trees' every node 30 instructions. */
-	struct ent *prev = &st.ents[last];
-	uint64_t g = atomic_load_explicit(&prev->next, memory_order_acquire);
-	uint32_t id = (uint32_t)g;
-	if (id && g == next_guess(id, tail, k) && same_start(&st.ents[id], f, k))
-		return id;
 	hp_unwind_memo_tail(m, f, depth);
 	id = hp_stack_intern(f, depth);
 	if (id) {
