@@ -244,12 +244,16 @@ static unsigned memo_set(uint64_t k)
 	return (unsigned)((k * 0x9e3779b97f4a7c15ull) >> (64 - MEMO_SET_BITS));
 }
 
-/* After a walk into memo i from frame: where its second return address is. */
+/* After a walk into memo i from frame: where its second return address is. A memo that
+ * has one already was found by it (memo_pick zeroes a way it takes), so its walks began
+ * that way: it stays. */
 static void note_second(struct hp_thread *t, unsigned i, const struct hp_unwind_memo *m,
 			uintptr_t frame)
 {
 	struct memo_keys *mk = hp_unwind_memos_head(t->memo);
 	unsigned set = i / MEMO_WAYS, w = i % MEMO_WAYS;
+	if (mk->second[set].w[w])
+		return;
 	uint64_t off = m->n > 1 ? m->st[1].cfa - 8 - frame : 0, ra = m->n > 1 ? m->st[1].ra : 0;
 	int ok = mk->set[set].begin[w] && !m->cap_hit && hp_step_bp_at(&m->st[0]) == frame && off &&
 		 off >> (64 - SECOND_RA_BITS) == 0 && ra >> SECOND_RA_BITS == 0;
