@@ -898,7 +898,10 @@ static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, ui
 		return r < 0 ? -1 : (int)n + r;
 	}
 	unsigned long gen = atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
-	int again = m->n && !m->cap_hit && m->gen == gen && m->max == max;
+	/* Whether m's last walk is whole and current, asked only where it is read: to take it
+	 * whole (try_again) or to splice against it (from == m). */
+	int again =
+	    (try_again || from == m) && m->n && !m->cap_hit && m->gen == gen && m->max == max;
 	int usable =
 	    from == m ? again : from->n && !from->cap_hit && from->gen == gen && from->max == max;
 	/* Up to the first frame the last walk had too, steps go to pre: straight into m when
