@@ -875,10 +875,12 @@ static int memo_again(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr
 
 /* The walk from frame's return address on: its first step is frame_step's, each later
  * one walk_step's, with the memos as hp_unwind_memo_from describes (from is m, or another
- * memo of the same max). */
-static int walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
-			   uintptr_t frame, struct hp_unwind_memo *m,
-			   const struct hp_unwind_memo *from, int try_again, int *same)
+ * memo of the same max). Inline in hp_unwind_memo_from, its one caller, which GCC left as
+ * a call of nine arguments on every walk. */
+static inline __attribute__((always_inline)) int
+walk_frame_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,
+		uintptr_t frame, struct hp_unwind_memo *m, const struct hp_unwind_memo *from,
+		int try_again, int *same)
 {
 	*same = 0;
 	if (m)
