@@ -380,8 +380,8 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		const struct hp_unwind_memo *from = m ? memo_at(t, t->memo_last) : NULL;
 		if (from && from->id)
 			hp_stack_prefetch_after(from->id);
-		unsigned d =
-		    hp_stack_capture(frames, hp.args.max_depth, frame, m, from, !tried, &same);
+		unsigned d = hp_unwind_memo_from(frames, hp.args.max_depth, hp.text_lo, hp.text_hi,
+						 frame, m, from, !tried, &same);
 		v.stack = capture_id(t, m, from, frames, d, same);
 		if (m)
 			note_second(t, slot, m, frame);

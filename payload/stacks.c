@@ -84,17 +84,6 @@ uint32_t hp_stacks_end(void)
 	return end > st.max_ids + 1 ? st.max_ids + 1 : end;
 }
 
-/* The fast unwinder, whose results equal libgcc's _Unwind_Backtrace (linked in privately)
- * frame for frame. Not libunwind: it keeps a pipe open and registers a thread-exit
- * destructor, so unloading it breaks the target. */
-unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
-			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from,
-			  int try_again, int *same)
-{
-	return hp_unwind_memo_from(frames, max, hp.text_lo, hp.text_hi, frame, memo, from,
-				   try_again, same);
-}
-
 /* Runs on every allocation: two independent multiply lanes, so consecutive frames do
  * not wait on each other's multiply, and one full mix at the end. */
 static uint64_t frames_hash(const uint64_t *f, unsigned depth)

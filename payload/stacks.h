@@ -1,9 +1,7 @@
-/* stacks.h - capturing and interning call stacks.
+/* stacks.h - interning call stacks.
  *
- * Contract: hp_stack_capture unwinds from a hook's frame address with hp_unwind_memo_from
- * (unwind.h: cached CFA rules, same result as libgcc's _Unwind_Backtrace), so frames[0] is
- * the return address into the caller of the hooked function; the payload's own frames are
- * never walked, and are dropped by address should one appear further up.
+ * Contract: the hooks capture a stack with hp_unwind_memo_from (unwind.h) from their own
+ * frame address, dropping the payload's text should it appear further up.
  * hp_stack_intern gives equal stacks one id (>= 1) in a global lock-free bounded table; 0 means the
  * table is full. An id is returned only once its frames are fully written, so hp_stacks_each_new
  * (collector only) can hand each stack that any thread holds an id for exactly once, at the latest
@@ -14,9 +12,9 @@
  * thread's own (hp_stack_cache_new, a few KB of hp_map memory, used by that thread only)
  * maps (that stack, the tail's length, the k new frames) to the id, so a thread that goes
  * back and forth between a few deep stacks does not hash and compare them whole each time.
- * On a miss it first tries the stack interned after that one the time before (a guess kept
- * in the table, checked frame by frame), for programs whose paths outnumber the cache; only
- * what the guess misses goes into the cache.
+ * Before the cache it tries the stack interned after that one the time before (a guess kept
+ * in the table, checked frame by frame, no hash), for programs whose paths outnumber the
+ * cache; only what the guess misses goes into the cache.
  * It returns what hp_stack_intern would.
  */
 #ifndef HEAPPROF_STACKS_H
@@ -25,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Ids never exceed this (livemap.c packs them in 24 bits). */
+/* Ids never exceed this (directmap.h packs them in 19 bits). */
 #define HP_STACKS_MAX_IDS (1u << 18)
 
 int hp_stacks_init(uint64_t max_memory);
@@ -33,14 +31,6 @@ void hp_stacks_fini(void);
 
 struct hp_unwind_memo;
 
-/* Fills frames[0..max) from frame (the hook's __builtin_frame_address(0)) and returns the
- * depth; with memos (the calling thread's, or NULL), the walk goes into memo, spliced
- * against from's, and *same says which one's last capture the frames equal (1: memo's,
- * 2: from's, 0: neither); try_again as hp_unwind_memo_from's. Frames the walk took from
- * from's may be left for hp_unwind_memo_tail to write (unwind.h). */
-unsigned hp_stack_capture(uint64_t *frames, unsigned max, uintptr_t frame,
-			  struct hp_unwind_memo *memo, const struct hp_unwind_memo *from,
-			  int try_again, int *same);
 uint32_t hp_stack_intern(const uint64_t *frames, unsigned depth);
 
 struct hp_stack_cache;

@@ -1,5 +1,8 @@
 /* unwind.h - x86_64 stack walking from cached per-address CFA rules.
  *
+ * Not libunwind, which keeps a pipe open and registers a thread-exit destructor, so
+ * unloading it would break the target; the results equal libgcc's _Unwind_Backtrace
+ * (linked in privately) frame for frame.
  * Contract: hp_unwind fills frames[] with return addresses, starting with the one into its
  * own caller, and returns the depth; frames inside [drop_lo, drop_hi) are skipped and do not
  * count towards max. For each code address it derives from the module's .eh_frame (found
