@@ -341,16 +341,18 @@ static uint32_t last_memo_repeats(struct hp_thread *t, uintptr_t frame)
 	return m->id;
 }
 
-/* Everything after the counts and the sampling test (record_alloc). */
+/* Basic and extended mode's allocation, after its counts. */
+__attribute__((noinline)) static void record_alloc_sizes(struct hp_thread *t, void *p, size_t n)
+{
+	hp_own_add(&t->tot.alloc_usable, usable(p));
+	if (hp.args.mode == HP_MODE_EXTENDED)
+		hp_thread_add_alloc(t, hp_site_key(0, hp_size_code(n)), HP_FX_ONE, n);
+}
+
+/* Full mode's allocation after the counts and the sampling test (record_alloc). */
 __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, void *p, size_t n,
 							uintptr_t frame)
 {
-	if (hp.args.mode != HP_MODE_FULL) {
-		hp_own_add(&t->tot.alloc_usable, usable(p));
-		if (hp.args.mode == HP_MODE_EXTENDED)
-			hp_thread_add_alloc(t, hp_site_key(0, hp_size_code(n)), HP_FX_ONE, n);
-		return;
-	}
 	uint32_t again = last_memo_repeats(t, frame);
 	uint64_t rate = rate_now(), w = HP_FX_ONE;
 	struct hp_live_val old,
@@ -411,13 +413,15 @@ __attribute__((always_inline)) static inline void record_alloc(struct hp_thread 
 {
 	hp_own_add(&t->tot.allocs, 1);
 	hp_own_add(&t->tot.alloc_bytes, n);
-	if (hp.args.mode == HP_MODE_FULL) {
-		/* Only the live map's frees ask which block was last (take_last). */
-		t->last_alloc = (uintptr_t)p;
-		uint64_t rate = rate_now();
-		if (rate && !hp_sample_hit(t, n, rate))
-			return;
+	if (hp.args.mode != HP_MODE_FULL) {
+		record_alloc_sizes(t, p, n);
+		return;
 	}
+	/* Only the live map's frees ask which block was last (take_last). */
+	t->last_alloc = (uintptr_t)p;
+	uint64_t rate = rate_now();
+	if (rate && !hp_sample_hit(t, n, rate))
+		return;
 	record_alloc_rest(t, p, n, frame);
 }
 
