@@ -300,8 +300,11 @@ static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
 	ms->used |= (uint8_t)(1u << h);
 	ms->begin[h] = k;
 	mk->second[set].w[h] = 0;
-	/* A path new to the memo has its checks made (unwind.h, misses). */
-	memo_at(t, set * MEMO_WAYS + h)->misses = 0;
+	/* A path new to the memo has its checks made (unwind.h, misses), and no memo that
+	 * follows it yet. */
+	struct hp_unwind_memo *m = memo_at(t, set * MEMO_WAYS + h);
+	m->misses = 0;
+	m->next = 0;
 	return set * MEMO_WAYS + h;
 }
 
@@ -323,21 +326,30 @@ static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
 	return hp_stack_intern(frames, d);
 }
 
-/* The stack id of an allocation from frame when it repeats the walk of the thread's last
- * memo, else 0. A loop that allocates at one place (most of threadtest's, shbench's,
- * queue's allocations) finds its walk there, whose checks begin at this frame: checked at
- * once, with no begin word to make and no set to look through, 50 instructions of
- * microbench's pair. Only after two allocations in a row took one memo, since a program
- * taking turns between paths (a server's request) would check the wrong one each time.
- * The clock is not told: the memo was picked when its path began, and a set's hand moves
- * only when another path of the set needs a memo. */
-static uint32_t last_memo_repeats(struct hp_thread *t, uintptr_t frame)
+/* A memo's next (unwind.h, the caller's): in its low byte the memo of the allocation that
+ * followed its own the last time, and MEMO_SURE when the same one followed the time before
+ * too. Copied whole into the thread's memo_next, it is one load and one store. */
+#define MEMO_SURE 0x100u
+
+/* The stack id of an allocation from frame when it repeats the walk of the memo that
+ * followed the thread's last one (memo_next), else 0. A loop that allocates at one place
+ * (most of threadtest's, shbench's, queue's allocations) finds its walk in the last memo
+ * itself, and a request that goes through a few paths in the same order (a server's) the
+ * next path's walk in the memo of the next: checked at once, with no begin word to make
+ * and no set to look through, 50 instructions of microbench's pair. Only where the same
+ * memo followed twice in a row, since after a path that other paths follow in turn the
+ * guess would be wrong every other time. The clock is not told: the memo was picked when
+ * its path began, and a set's hand moves only when another path of the set needs one. */
+static uint32_t next_memo_repeats(struct hp_thread *t, uintptr_t frame)
 {
-	if (!t->memo_again)
+	if (!(t->memo_next & MEMO_SURE))
 		return 0;
-	struct hp_unwind_memo *m = memo_at(t, t->memo_last);
+	unsigned s = (uint8_t)t->memo_next;
+	struct hp_unwind_memo *m = memo_at(t, s);
 	if (m->chk_at != frame || !m->id || !hp_unwind_memo_repeats(m, frame, hp.args.max_depth))
 		return 0;
+	t->memo_last = (uint8_t)s;
+	t->memo_next = m->next;
 	return m->id;
 }
 
@@ -353,7 +365,7 @@ __attribute__((noinline)) static void record_alloc_sizes(struct hp_thread *t, vo
 __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, void *p, size_t n,
 							uintptr_t frame)
 {
-	uint32_t again = last_memo_repeats(t, frame);
+	uint32_t again = next_memo_repeats(t, frame);
 	uint64_t rate = rate_now(), w = HP_FX_ONE;
 	struct hp_live_val old,
 	    v = {.size = n, .birth_ms = atomic_load_explicit(&hp_round_ms, memory_order_relaxed)};
@@ -371,8 +383,9 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	}
 	/* The walk need not find again that it does not repeat m's. */
 	int tried = m && m->id;
+	int walked = 0;
 	if (again) {
-		/* The last memo's walk again: nothing to walk. */
+		/* The next memo's walk again: nothing to walk. */
 	} else if (tried && hp_unwind_memo_repeats(m, frame, hp.args.max_depth)) {
 		v.stack = m->id;
 	} else {
@@ -387,11 +400,21 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		v.stack = capture_id(t, m, from, frames, d, same);
 		if (m)
 			note_second(t, slot, m, frame);
+		walked = 1;
 	}
 	if (m) {
 		m->id = v.stack;
-		t->memo_again = slot == t->memo_last;
+		/* Only memos whose walk repeated learn which follows which: a memo that walks
+		 * (each depth's of a recursion) would be guessed only to fail its check. */
+		unsigned next = 0;
+		if (!walked) {
+			struct hp_unwind_memo *prev = memo_at(t, t->memo_last);
+			prev->next =
+			    (uint16_t)(slot | ((uint8_t)prev->next == slot ? MEMO_SURE : 0));
+			next = m->next;
+		}
 		t->memo_last = (uint8_t)slot;
+		t->memo_next = (uint16_t)next;
 	}
 	if (!v.stack)
 		lost(t);

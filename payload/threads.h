@@ -99,8 +99,8 @@ struct hp_thread {
 	uint8_t memo_none;     /* no memory for the walk memos (below): walk without */
 	uint8_t dense_none;    /* the dense counters (below) could not be made: none */
 	uint8_t retired;       /* collector: 1 + the table it flipped away from, or 0 */
-	uint8_t memo_last;     /* the memo holding the thread's last walk */
-	uint8_t memo_again;    /* the last allocation's memo was the one before's too */
+	uint8_t memo_last;     /* the memo of the last allocation: its walk is that stack */
+	uint16_t memo_next;    /* memo_last's next (hooks.c, MEMO_SURE) */
 	_Atomic unsigned active;
 	union {
 		_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */

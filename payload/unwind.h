@@ -77,8 +77,9 @@ struct hp_unwind_memo {
 	 * were not written; they are the return addresses of the steps borrowed from the last
 	 * walk, those after the walked ones (hp_unwind_memo_tail). */
 	unsigned unwritten;
-	int dropped; /* some step's return address was dropped (in [drop_lo, drop_hi)) */
-	uint32_t id; /* the caller's, kept with the walk (the payload's hooks: its stack id) */
+	int dropped;   /* some step's return address was dropped (in [drop_lo, drop_hi)) */
+	uint32_t id;   /* the caller's, kept with the walk (the payload's hooks: its stack id) */
+	uint16_t next; /* the caller's too (the hooks: the memo that followed this one) */
 	/* Checks of this walk (hp_unwind_memo_repeats) that failed in a row before one passed;
 	 * the caller zeroes it when it takes the memo for walks of another path. */
 	unsigned misses;
