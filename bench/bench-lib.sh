@@ -130,6 +130,24 @@ bench_wait_exit()
 	return $status
 }
 
+# bench_free_port: prints a TCP port from 20000 to 31999 that no socket uses, or fails:
+# below Linux's ephemeral ports (from 32768), where a client's connection, even one
+# closing, made a server's bind fail. A server fails to start if another process takes
+# the port meanwhile, which its caller's ping reports.
+bench_free_port()
+{
+	local p
+
+	for _ in $(seq 20); do
+		p=$((20000 + RANDOM % 12000))
+		if [ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
 # bench_install PKG... : installs missing Debian packages when run as root; nonzero when a
 # package is still missing afterwards (not root, no apt-get, or the install failed).
 bench_install()

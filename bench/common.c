@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "hpabi.h"
-#include "hpformat.h"
+#include "inproc-payload.h"
 
 #define MAX_THREADS 256
 #define MAX_PARAMS 8
@@ -292,49 +292,6 @@ static double cpu_seconds(void)
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-/* --payload's rounds: none ends while the workers run, since the collector's work would
- * then be counted by how long the run took under valgrind, not by what the program did. */
-#define PAYLOAD_ROUND_MS (3600 * 1000)
-
-/* Reads the payload's rounds and drops them, so that its pipe never fills. */
-static void *drain_pipe(void *arg)
-{
-	static char buf[1 << 16];
-	int fd = (int)(intptr_t)arg;
-
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-	return NULL;
-}
-
-/* --payload: the payload started in this process in full mode, or sampled with
- * --payload-rate, as tests/unit/test-payload starts it, with a thread draining its pipe, so
- * that callgrind counts its instructions in the program's own allocations (bench/inproc.sh).
- * Returns the payload's handle, or NULL after a message. */
-static void *start_payload(const char *path, long rate, const char *name)
-{
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	hp_start_fn start = h ? (hp_start_fn)dlsym(h, HP_START_SYMBOL) : NULL;
-	const struct hp_start_args a = {.abi_version = HP_ABI_VERSION,
-					.mode = HP_MODE_FULL,
-					.interval_ms = PAYLOAD_ROUND_MS,
-					.max_depth = 64,
-					.sample_rate = (uint64_t)rate};
-	pthread_t t;
-	int fd;
-
-	if (!start) {
-		fprintf(stderr, "%s: cannot load the payload: %s\n", name, dlerror());
-		return NULL;
-	}
-	fd = start(&a);
-	if (fd < 0 || pthread_create(&t, NULL, drain_pipe, (void *)(intptr_t)fd)) {
-		fprintf(stderr, "%s: the payload did not start (%d)\n", name, fd);
-		return NULL;
-	}
-	return h;
-}
-
 /* Sleeps until the run is over, printing progress lines on the way. */
 static void supervise(const struct bench_opts *o, const struct timespec *start)
 {
@@ -393,7 +350,7 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 
 	if (def->setup && def->setup(&o))
 		return 1;
-	if (o.payload && !(payload = start_payload(o.payload, o.payload_rate, def->name)))
+	if (o.payload && !(payload = bench_payload_start(o.payload, o.payload_rate, def->name)))
 		return 1;
 
 	double cpu0 = cpu_seconds();

@@ -7,7 +7,7 @@ EXTRA_PROGRAMS += $(BENCH_PROGS)
 CLEANFILES += $(BENCH_PROGS)
 
 BENCH_CFLAGS = -std=gnu11 -pthread $(HP_WARN_CFLAGS) -g -O2
-BENCH_COMMON = bench/common.c bench/common.h
+BENCH_COMMON = bench/common.c bench/common.h bench/inproc-payload.c bench/inproc-payload.h
 BENCH_LIBS = -lm
 
 bench_threadtest_SOURCES = bench/threadtest.c $(BENCH_COMMON)
@@ -85,6 +85,24 @@ EXTRA_DIST += bench/inproc.sh
 .PHONY: bench-inproc
 bench-inproc: all bench-programs
 	bash $(srcdir)/bench/inproc.sh $(abs_top_builddir) $(INPROC_PAYLOAD)
+
+# The same for redis-server, a real server: the payload's instructions per request, with
+# the payload started inside redis-server by a preloaded library (bench/preload.c,
+# bench/redis-inproc.sh). INPROC_PAYLOAD as above; REDIS_INPROC_REQUESTS and
+# REDIS_INPROC_RUNS pass through the environment.
+BENCH_PRELOAD = bench/heapprof-preload.so
+EXTRA_PROGRAMS += $(BENCH_PRELOAD)
+CLEANFILES += $(BENCH_PRELOAD)
+bench_heapprof_preload_so_SOURCES = bench/preload.c bench/inproc-payload.c \
+	bench/inproc-payload.h
+bench_heapprof_preload_so_CFLAGS = $(BENCH_CFLAGS) -fPIC
+bench_heapprof_preload_so_LDFLAGS = -shared -Wl,--no-undefined
+bench_heapprof_preload_so_LDADD = -ldl
+EXTRA_DIST += bench/redis-inproc.sh
+
+.PHONY: bench-redis-inproc
+bench-redis-inproc: all $(BENCH_PRELOAD)
+	bash $(srcdir)/bench/redis-inproc.sh $(abs_top_builddir) $(INPROC_PAYLOAD)
 
 # The viewer under the load of an hour on a busy server: bench/viewer-load writes a
 # synthetic stream into heapprof-viewer and times heapprof-view on the profile

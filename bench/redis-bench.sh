@@ -39,17 +39,7 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
 	}
 fi
 
-# A free port above 20000 on the loopback; the server fails to start if another process
-# takes it meanwhile, which the ping below reports.
-port=
-for _ in $(seq 20); do
-	p=$((20000 + RANDOM % 40000))
-	if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]; then
-		port=$p
-		break
-	fi
-done
-[ -n "$port" ] || {
+port=$(bench_free_port) || {
 	bench_log "no free port found"
 	exit 1
 }
