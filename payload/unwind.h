@@ -140,9 +140,10 @@ static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t fra
 	if (m->chk_at != frame || m->max != max ||
 	    m->gen != atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed))
 		return hp_unwind_memo_repeats_slow(m, frame, max);
-	const uintptr_t *c = m->chk, *end = c + 2 * (m->nchk - 1);
-	for (; c < end; c += 2)
-		if (*(const uintptr_t *)c[0] != c[1])
+	/* Counted up to 0 from below the end: the count is the loop's test. */
+	const uintptr_t *end = m->chk + 2 * (m->nchk - 1);
+	for (intptr_t i = -2 * (intptr_t)(m->nchk - 1); i; i += 2)
+		if (*(const uintptr_t *)end[i] != end[i + 1])
 			return 0;
 	return 1;
 }
