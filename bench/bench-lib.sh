@@ -148,6 +148,18 @@ bench_free_port()
 	return 1
 }
 
+# bench_redis_up PORT PID SECONDS: until redis-server, process PID, answers a ping on
+# PORT; fails when it has died or not answered within SECONDS.
+bench_redis_up()
+{
+	local n=0
+
+	until [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; do
+		((n++ < $3 * 10)) && bench_alive "$2" || return 1
+		sleep 0.1
+	done
+}
+
 # bench_install PKG... : installs missing Debian packages when run as root; nonzero when a
 # package is still missing afterwards (not root, no apt-get, or the install failed).
 bench_install()

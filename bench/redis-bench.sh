@@ -48,14 +48,10 @@ bench_spawn "$bench_tmp/redis.out" "$bench_tmp/redis.err" redis-server --bind 12
 	--port "$port" --save '' --appendonly no --dir "$bench_tmp" --daemonize no \
 	--protected-mode yes --logfile "$bench_tmp/redis.log"
 redis_pid=$bench_pid
-n=0
-until [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; do
-	if ((n++ > 100)) || ! bench_alive "$redis_pid"; then
-		bench_log "redis-server did not start: $(tail -n 3 "$bench_tmp/redis.log")"
-		exit 1
-	fi
-	sleep 0.1
-done
+bench_redis_up "$port" "$redis_pid" 10 || {
+	bench_log "redis-server did not start: $(tail -n 3 "$bench_tmp/redis.log")"
+	exit 1
+}
 
 # cpu_ticks: redis-server's user + system time so far, in clock ticks.
 cpu_ticks()

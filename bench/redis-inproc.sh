@@ -43,7 +43,7 @@ done
 # shutdown after N requests of each test: all of them, and those of the payload's code.
 count()
 {
-	local n=$1 port pid i=0 cg=$bench_tmp/cg.out
+	local n=$1 port pid cg=$bench_tmp/cg.out
 
 	port=$(bench_free_port) || {
 		bench_log "no free port found"
@@ -56,14 +56,11 @@ count()
 		--bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$bench_tmp" \
 		--daemonize no --protected-mode yes
 	pid=$bench_pid
-	until [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; do
-		if ((i++ > 300)) || ! bench_alive "$pid"; then
-			bench_log "redis-server did not start under valgrind: $(cat \
-				"$bench_tmp/vg.out" "$bench_tmp/vg.err" | grep -v '^==' | tail -n 2)"
-			return 1
-		fi
-		sleep 0.1
-	done
+	bench_redis_up "$port" "$pid" 30 || {
+		bench_log "redis-server did not start under valgrind: $(cat "$bench_tmp/vg.out" \
+			"$bench_tmp/vg.err" | grep -v '^==' | tail -n 2)"
+		return 1
+	}
 	# The preload starts the payload 2 s after redis-server's start.
 	sleep 3
 	redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -t "$tests" -n "$n" -q >/dev/null 2>&1 \
