@@ -190,6 +190,14 @@ static void *writer_thread(void *arg)
 			;
 		d = (struct timespec){0, 20000000L};
 	}
+	/* The write ends are this thread's: closed by main, one could go between the test of
+	 * stop and a write, which then failed with EBADF. The last value wakes the epoll
+	 * thread; the close ends the reader's stream. */
+	uint32_t v = 0;
+	if (write(epoll_pipe[1], &v, sizeof v) < 0)
+		fail("write: %s", strerror(errno));
+	close(epoll_pipe[1]);
+	close(feed_pipe[1]);
 	return NULL;
 }
 
@@ -444,11 +452,6 @@ int main(int argc, char **argv)
 	}
 	check_signals();
 	atomic_store(&stop, 1);
-	close(feed_pipe[1]);
-	uint32_t v = 0;
-	if (write(epoll_pipe[1], &v, sizeof v) < 0)
-		fail("write: %s", strerror(errno));
-	close(epoll_pipe[1]);
 	/* The signal thread waits in pause(): wake it once the sender has stopped. */
 	for (int i = 0; i < n; i++) {
 		if (i == ALLOC_THREADS + 6)
