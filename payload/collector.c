@@ -82,12 +82,20 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#define BUF_FIRST 65536u
+
+/* A buffer's first BUF_FIRST bytes are mapped at the start, before anything is admitted
+ * against max_memory, so they count as the fixed part. Growth past them is asked for, and
+ * a refusal switches the session to sampling, but the buffer grows all the same: a
+ * round's records left out would leave later ones naming stacks never sent. */
 static uint8_t *buf_take(struct buf *b, size_t n)
 {
 	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 65536;
+		size_t cap = b->cap ? b->cap : BUF_FIRST;
 		while (cap < b->len + n)
 			cap *= 2;
+		if (b->cap)
+			hp_mem_admit(cap - b->cap);
 		uint8_t *p = hp_map(cap);
 		if (!p) {
 			b->oom = 1;
@@ -103,6 +111,17 @@ static uint8_t *buf_take(struct buf *b, size_t n)
 	uint8_t *r = b->p + b->len;
 	b->len += n;
 	return r;
+}
+
+static int buf_first(struct buf *b)
+{
+	if (b->cap)
+		return 0;
+	b->p = hp_map(BUF_FIRST);
+	if (!b->p)
+		return -1;
+	b->cap = BUF_FIRST;
+	return 0;
 }
 
 static void buf_rec(struct buf *b, uint32_t type, const void *x, uint32_t xl, const void *y,
@@ -402,12 +421,18 @@ static void live_collect(void)
 	uint64_t want = ((uint64_t)hp_stacks_end() + 1024) * 2, cap = 1024;
 	while (cap < want)
 		cap *= 2;
-	la.e = hp_map(cap * sizeof *la.e);
-	if (!la.e)
+	/* Within max_memory, with fewer slots if need be: the sites that do not fit are
+	 * counted lost (full), none if not even the least table fits. */
+	while (cap > 1024 && !hp_mem_fits(cap * sizeof *la.e))
+		cap /= 2;
+	la.full = 0;
+	la.e = hp_mem_fits(cap * sizeof *la.e) ? hp_map(cap * sizeof *la.e) : NULL;
+	if (!la.e) {
+		la.full = 1;
 		return;
+	}
 	la.mask = (uint32_t)cap - 1;
 	la.count = 0;
-	la.full = 0;
 	la.now = hp_now_ms();
 	la.rate = atomic_load(&hp.rate);
 	hp_live_each(live_cb, NULL);
@@ -559,6 +584,8 @@ int hp_collector_start(int wfd, uint64_t start_mono_ns)
 		c.pipe_ino = st.st_ino;
 	}
 	c.start_ns = start_mono_ns;
+	if (buf_first(&c.sb) < 0 || buf_first(&c.mb) < 0 || buf_first(&c.mb_spare) < 0)
+		return -ENOMEM;
 	fcntl(wfd, F_SETFL, fcntl(wfd, F_GETFL) | O_NONBLOCK);
 	atomic_store(&c.stop, 0);
 	atomic_store(&c.wake, 0);

@@ -176,10 +176,8 @@ static size_t memo_bytes;
 static int thread_memos(struct hp_thread *t)
 {
 	if (!t->memo && !t->memo_none) {
-		uint64_t held = atomic_load_explicit(&hp_mapped_bytes, memory_order_relaxed);
-		if (held + hp_unwind_memos_size(hp.args.max_depth, HP_WALK_MEMOS) +
-			hp_stack_cache_size() <=
-		    hp.max_memory) {
+		if (hp_mem_fits(hp_unwind_memos_size(hp.args.max_depth, HP_WALK_MEMOS) +
+				hp_stack_cache_size())) {
 			t->memo = hp_unwind_memos_new(hp.args.max_depth, HP_WALK_MEMOS);
 			if (t->memo)
 				t->scache = hp_stack_cache_new();

@@ -23,13 +23,14 @@ struct shard {
 _Static_assert(sizeof(struct shard) == 64, "a shard is one line");
 
 static struct shard *shards;
+_Atomic int hp_live_spilled;
 
 _Atomic(struct dm_chunk *) *hp_dm_dir;
 static _Atomic uint64_t dm_bytes; /* what the chunks count in hp_mapped_bytes */
 
 __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
 {
-	if (!hp_mem_admit(DM_CHUNK_FIXED))
+	if (!hp_mem_admit_live(DM_CHUNK_FIXED))
 		return NULL;
 	struct dm_chunk *p = hp_reserve(DM_CHUNK_BYTES), *none = NULL;
 	if (!p)
@@ -53,7 +54,7 @@ static inline struct dm_chunk *dm_chunk_made(uintptr_t addr)
 
 __attribute__((noinline)) static int dm_admit_page(_Atomic uint64_t *b, uint64_t bit)
 {
-	if (!hp_mem_admit(4096))
+	if (!hp_mem_admit_live(4096))
 		return 0;
 	if (!(atomic_fetch_or(b, bit) & bit)) {
 		atomic_fetch_add(&dm_bytes, 4096);
@@ -123,6 +124,7 @@ _Atomic uint8_t *hp_live_filter;
 int hp_live_init(int filtered)
 {
 	shards = hp_map(SHARDS * sizeof *shards);
+	atomic_store(&hp_live_spilled, 0);
 	/* Sampled blocks are sparse: a page of words for each would cost more than the table. */
 	if (!hp_dm_dir && !filtered && hp_reserve_is_free())
 		hp_dm_dir = hp_reserve(DM_CHUNKS * sizeof *hp_dm_dir);
@@ -195,7 +197,8 @@ static void put(struct entry *e, uint32_t mask, const struct entry *x)
 static int grow(struct shard *s)
 {
 	uint32_t cap = s->e ? (s->mask + 1) * 2 : SHARD_MIN;
-	if (!hp_mem_admit((size_t)cap * sizeof(struct entry)))
+	size_t len = (size_t)cap * sizeof(struct entry);
+	if (!(atomic_load(&hp.went_sampled) ? hp_mem_admit(len) : hp_mem_admit_live(len)))
 		return -1;
 	struct entry *e = hp_map((size_t)cap * sizeof *e);
 	if (!e)
@@ -243,6 +246,10 @@ int hp_live_insert_slow(uintptr_t addr, struct hp_live_val v, struct hp_live_val
 	if (dm_covers(addr)) {
 		struct dm_chunk *c = dm_chunk_made(addr);
 		rc = c ? dm_insert(c, dm_word(c, addr), v, old) : -1;
+		if (rc < 0 && atomic_load(&hp.went_sampled)) {
+			atomic_store(&hp_live_spilled, 1);
+			rc = table_insert(addr, v, old);
+		}
 	} else {
 		rc = table_insert(addr, v, old);
 	}

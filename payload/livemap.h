@@ -13,7 +13,11 @@
  * pages), goes to the table: sharded by 2 MB address region (shard_of in livemap.c), each
  * shard an open-addressed table (linear probing, backward-shift deletion) of
  * HP_LIVE_ENTRY_BYTES entries, grown under its own spinlock.
- * Every page and every grow asks hp_mem_admit first; a refusal drops the insert (the
+ * Every page and every grow asks hp_mem_admit_live first, which stops an eighth of
+ * max_memory short and then switches the session to sampling. From then on a block whose
+ * page is refused goes to the table (hp_live_spilled), which may grow into that eighth:
+ * sampled blocks are few, and a table entry costs less than the page. A free that misses
+ * the direct map then looks in the table too. What is refused even so is dropped (the
  * caller counts it lost; its later free is then a miss). Nothing here calls out of the
  * payload while holding a lock but the mmap of a grow.
  * When sampling from the start, most frees are of blocks never inserted: a filter of
@@ -75,12 +79,16 @@ static inline int hp_live_absent(uintptr_t addr)
 /* 1 = removed (*v is what it held); 0 = not there. The direct map's inline, the table's
  * in hp_live_table_remove. */
 int hp_live_table_remove(uintptr_t addr, struct hp_live_val *v);
+extern _Atomic int hp_live_spilled;
 __attribute__((always_inline)) static inline int hp_live_remove(uintptr_t addr,
 								struct hp_live_val *v)
 {
 	if (dm_covers(addr)) {
 		struct dm_chunk *c = dm_chunk_at(addr);
-		return c && dm_remove(dm_word(c, addr), v);
+		if (c && dm_remove(dm_word(c, addr), v))
+			return 1;
+		if (!atomic_load_explicit(&hp_live_spilled, memory_order_relaxed))
+			return 0;
 	}
 	/* Not v itself: a caller's v whose address no call sees stays in registers. */
 	struct hp_live_val tv;

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "hpformat.h"
 #include "payload.h"
 #include "stacks.h"
 
@@ -72,6 +73,19 @@ int hp_mem_spare(size_t len)
 	return held_after(len) <= hp.max_memory - hp.max_memory / 4;
 }
 
+int hp_mem_admit_live(size_t len)
+{
+	if (held_after(len) <= hp.max_memory - hp.max_memory / 8)
+		return 1;
+	hp_go_sampled();
+	return 0;
+}
+
+int hp_mem_fits(size_t len)
+{
+	return held_after(len) <= hp.max_memory;
+}
+
 int hp_mem_admit(size_t len)
 {
 	if (held_after(len) <= hp.max_memory)
@@ -85,5 +99,5 @@ void hp_go_sampled(void)
 	if (atomic_exchange(&hp.went_sampled, 1))
 		return;
 	uint64_t none = 0;
-	atomic_compare_exchange_strong(&hp.rate, &none, HP_DEFAULT_SAMPLE_RATE);
+	atomic_compare_exchange_strong(&hp.rate, &none, HP_SWITCH_SAMPLE_RATE);
 }

@@ -44,8 +44,6 @@ struct hp_payload {
 
 #define HP_LIVE_ENTRY_BYTES 24
 #define HP_LIVE_DIRECT_BYTES 8
-/* Sampling rate used when max_memory is reached and none was given. */
-#define HP_DEFAULT_SAMPLE_RATE (512u << 10)
 /* The default max_memory: the larger of this and HP_DEFAULT_MAX_MEMORY_PCT% of the RSS. */
 #define HP_DEFAULT_MAX_MEMORY (256ull << 20)
 #define HP_DEFAULT_MAX_MEMORY_PCT 5
@@ -72,9 +70,16 @@ size_t hp_page_round(size_t len);
 /* 1 if the payload may map len more bytes within max_memory; else 0, after switching to
  * sampling (hp_go_sampled). */
 int hp_mem_admit(size_t len);
+/* hp_mem_admit for the live map, which grows with every block the program holds: it stops
+ * an eighth of max_memory short, so that what a round needs to count and send (the site
+ * tables, the collector's merged table and buffers) still finds room once it has. */
+int hp_mem_admit_live(size_t len);
 /* 1 if len more bytes leave a quarter of max_memory free. For memory that only makes
  * recording faster, which must never be what switches a session to sampling. */
 int hp_mem_spare(size_t len);
+/* 1 if the payload may map len more bytes within max_memory; no switch when not. For the
+ * collector's work space at the end, which must not mark the last round sampled. */
+int hp_mem_fits(size_t len);
 void hp_go_sampled(void);
 
 /* ms since start, from the vDSO's coarse clock (no syscall, a few ns). */

@@ -79,6 +79,8 @@ static int validate(const struct hp_start_args *a)
 		return -EINVAL;
 	if (a->interval_ms < 10 || a->max_depth < 1 || a->max_depth > HP_MAX_DEPTH)
 		return -EINVAL;
+	if (a->max_memory && a->max_memory < HP_MIN_MAX_MEMORY)
+		return -EINVAL;
 	return 0;
 }
 

@@ -76,9 +76,10 @@ static void usage(FILE *f)
 		"                      per-site numbers and frees scaled back; allocations\n"
 		"                      counted exactly);\n"
 		"                      0 records every allocation (the default)\n"
-		"      --max-memory BYTES  memory the profiler may take in the process; when\n"
-		"                      reached it switches to sampling (default: 256M or 5%%\n"
-		"                      of the process's resident memory, the larger)\n"
+		"      --max-memory BYTES  memory the profiler may take in the process, 8M or\n"
+		"                      more; when reached it switches to sampling (default:\n"
+		"                      256M or 5%% of the process's resident memory, the\n"
+		"                      larger)\n"
 		"      --max-depth N   frames per call stack, 1..%d (default: %d)\n"
 		"                      BYTES take a K, M or G suffix (powers of 1024)\n"
 		"  -h, --help          show this help and exit\n"
@@ -210,6 +211,15 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 				*status = hp_cli_usage_error(
 				    PROG, "invalid --max-memory '%s': give bytes (K, M, G allowed)",
 				    optarg);
+				return -1;
+			}
+			if (o->max_memory < HP_MIN_MAX_MEMORY) {
+				*status = hp_cli_usage_error(
+				    PROG,
+				    "--max-memory %s is too small: heapprof's fixed tables take "
+				    "about "
+				    "4M, give %lluM or more",
+				    optarg, (unsigned long long)(HP_MIN_MAX_MEMORY >> 20));
 				return -1;
 			}
 			break;

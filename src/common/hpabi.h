@@ -70,6 +70,11 @@ struct hp_start_args {
 	uint64_t stub_data;   /* point at the hooks themselves */
 };
 
+/* The least max_memory heapprof_start takes: its fixed tables (threads, unwind rules, the
+ * live map's shards and filter) take about 4 MiB before anything is admitted against it,
+ * and a cap below them could not be kept. */
+#define HP_MIN_MAX_MEMORY (8ull << 20)
+
 typedef int (*hp_start_fn)(const struct hp_start_args *args);
 typedef int (*hp_stop_fn)(void);
 

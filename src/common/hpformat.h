@@ -190,8 +190,13 @@ struct hp_round {
 enum hp_round_flags {
 	HP_ROUND_FINAL = 1,   /* the last round, written by detach */
 	HP_ROUND_SAMPLED = 2, /* --max-memory was reached: per-site numbers from this round
-			       * on come from sampling (at HELLO's rate, or a default) */
+			       * on come from sampling, at HELLO's rate or, when that is 0, at
+			       * HP_SWITCH_SAMPLE_RATE */
 };
+
+/* The mean bytes between samples after --max-memory switched a session that recorded every
+ * allocation to sampling: a reader of the profile needs it to say what the numbers are. */
+#define HP_SWITCH_SAMPLE_RATE (512u << 10)
 
 enum hp_end_reason {
 	HP_END_DETACH = 1, /* heapprof_stop was called */

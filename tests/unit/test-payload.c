@@ -443,6 +443,9 @@ static void test_bad_args(void **state)
 	a = args;
 	a.abi_version = 99;
 	assert_int_equal(start_fn(&a), -EINVAL);
+	a = args;
+	a.max_memory = HP_MIN_MAX_MEMORY - 1;
+	assert_int_equal(start_fn(&a), -EINVAL);
 	assert_int_equal(stop_fn(), 0);
 	assert_int_equal(dlclose(handle), 0);
 }
@@ -945,15 +948,16 @@ static void test_max_memory(void **state)
 {
 	(void)state;
 	struct hp_start_args a = args;
-	a.max_memory = 1u << 20;
+	a.max_memory = HP_MIN_MAX_MEMORY;
 	session(&a, work_max_memory);
 	assert_true(rd.last.flags & HP_ROUND_SAMPLED);
 	assert_int_equal(rd.last.allocs, NW * NM);
 	assert_int_equal(rd.last.alloc_bytes, NW * NM * 32);
-	print_message("payload_bytes %" PRIu64 " with max_memory 1 MiB\n", rd.last.payload_bytes);
-	/* The fixed structures alone are above 1 MiB; a full live map of these blocks
-	 * would add about 10 MiB. */
-	assert_true(rd.last.payload_bytes < (4u << 20));
+	print_message("payload_bytes %" PRIu64 " with max_memory %llu MiB\n", rd.last.payload_bytes,
+		      (unsigned long long)(HP_MIN_MAX_MEMORY >> 20));
+	/* The fixed structures take about 4 MiB; a full live map of these blocks would add
+	 * about 10 MiB. */
+	assert_true(rd.last.payload_bytes <= HP_MIN_MAX_MEMORY);
 	for (int k = 0; k < NW; k++)
 		for (int i = 0; i < NM; i++)
 			free(mm[k][i]);
