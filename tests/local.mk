@@ -45,6 +45,8 @@ EXTRA_DIST += $(HP_E2E_TESTS) tests/integration/lib.sh
 
 TESTS += tests/integration/test-e2e-modes.sh
 EXTRA_DIST += tests/integration/test-e2e-modes.sh
+TESTS += tests/integration/test-e2e-max-memory.sh
+EXTRA_DIST += tests/integration/test-e2e-max-memory.sh
 
 # Process states while attached (issue 5): fork and exec, dlopen and dlclose.
 check_PROGRAMS += tests/targets/fork-target tests/targets/dl-target tests/targets/libdltest.so

@@ -67,7 +67,12 @@ static void lines_finish(struct hp_display *d, const struct hp_stats *st,
 		r->allocs, r->frees, r->alloc_bytes);
 	fprintf(o, "# live %" PRIu64 " blocks, %" PRIu64 " bytes; peak live %" PRIu64 " bytes\n",
 		r->live_blocks, r->live_bytes, st->peak_live_bytes);
-	if (st->sampled)
+	if (st->hello.sample_rate)
+		fprintf(o,
+			"# per-site numbers are estimates from sampling (--sample-rate %" PRIu64
+			")\n",
+			st->hello.sample_rate);
+	else if (st->sampled)
 		fprintf(o, "# per-site numbers are estimates from sampling (--max-memory was "
 			   "reached)\n");
 	if (nsites > 0)

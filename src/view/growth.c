@@ -78,6 +78,7 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 	printf("\nGROWTH: least-squares slope of the site's live bytes over the rounds; R2 near 1: "
 	       "steady growth.\n");
 	report_shown(shown, n, "sites", "growth");
+	view_print_sampling(stdout, p);
 }
 
 static int run(int argc, char **argv)

@@ -127,6 +127,7 @@ static void print_text(const struct profile *p, const struct pf_size *s, size_t 
 		if (t.allocs)
 			text_row(lo, hi, &t, all_allocs, all_bytes);
 	}
+	view_print_sampling(stdout, p);
 }
 
 static int run(int argc, char **argv)

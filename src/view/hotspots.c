@@ -151,6 +151,7 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 	if (n < p->nsites)
 		printf("\n%zu of %zu sites shown, sorted by %s: --top 0 shows all.\n", n, p->nsites,
 		       sort_name(o->sort));
+	view_print_sampling(stdout, p);
 }
 
 static int run(int argc, char **argv)

@@ -112,6 +112,7 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 		printf("\nAges unknown: the profile has no LIVE records (the target exited before "
 		       "a final round).\n");
 	report_shown(shown, n, "sites", "live bytes");
+	view_print_sampling(stdout, p);
 }
 
 static int run(int argc, char **argv)

@@ -66,6 +66,15 @@ static void print_json(const struct profile *p, const struct overview *o)
 		json_u64(&j, p->hello.interval_ms);
 	else
 		json_null(&j);
+	uint32_t from;
+	uint64_t rate;
+	int sampled = view_sampling(p, &from, &rate);
+	json_key(&j, "sampled_from_round");
+	if (sampled)
+		json_u64(&j, from);
+	else
+		json_null(&j);
+	json_kv_u64(&j, "sample_rate", sampled ? rate : 0);
 	json_key(&j, "duration_s");
 	json_double(&j, (double)o->duration_ns / 1e9, 3);
 	json_kv_u64(&j, "rounds", p->nrounds);
@@ -114,6 +123,14 @@ static void print_text(const struct profile *p, const struct overview *o)
 	if (p->has_hello)
 		printf("Mode:            %s, a round every %" PRIu32 " ms\n", view_mode_name(p),
 		       p->hello.interval_ms);
+	uint32_t from;
+	uint64_t rate;
+	if (view_sampling(p, &from, &rate))
+		printf("Sampling:        one allocation every %s on average from round %" PRIu32
+		       "%s\n",
+		       text_bytes(a, sizeof a, rate), from,
+		       p->has_hello && p->hello.sample_rate ? " (--sample-rate)"
+							    : " on (--max-memory was reached)");
 	printf("Duration:        %s, %zu round%s, ended by %s\n",
 	       text_duration(a, sizeof a, o->duration_ns), p->nrounds, p->nrounds == 1 ? "" : "s",
 	       view_end_name(p));
@@ -126,8 +143,8 @@ static void print_text(const struct profile *p, const struct overview *o)
 	       text_bytes(a, sizeof a, r->live_bytes));
 	printf("Peak live:       %s\n", text_bytes(a, sizeof a, p->peak_live_bytes));
 	printf("Peak RSS:        %s\n", text_bytes(b, sizeof b, o->peak_rss));
-	printf("Untracked frees: %" PRIu64 " (blocks allocated before attach)\n",
-	       r->untracked_frees);
+	printf("Untracked frees: %" PRIu64 " (%sblocks allocated before attach)\n",
+	       r->untracked_frees, view_sampling(p, &from, &rate) ? "estimated: frees of " : "");
 	if (r->lost)
 		printf("Lost events:     %" PRIu64 " (a bound of the profiler was reached)\n",
 		       r->lost);

@@ -112,6 +112,7 @@ static void print_text(const struct profile *p, const struct hp_round *r, const 
 		       rows[i].blocks, where[0] ? fw : 0, func, where);
 	}
 	report_shown(shown, n, "sites", "live bytes at the peak");
+	view_print_sampling(stdout, p);
 }
 
 static int run(int argc, char **argv)

@@ -73,6 +73,7 @@ static void print_text(const struct profile *p, const struct pf_site *const *s, 
 	printf("\nTEMPORARY: blocks " HP_TEMPORARY_TEXT "; SHARE: of the site's "
 	       "allocations.\n");
 	report_shown(shown, n, "sites", "temporary blocks");
+	view_print_sampling(stdout, p);
 }
 
 static int run(int argc, char **argv)

@@ -29,6 +29,7 @@ static void print_json(const struct profile *p)
 		json_kv_u64(&j, "live_bytes", r->live_bytes);
 		json_kv_i64(&j, "live_bytes_change", (int64_t)(r->live_bytes - prev->live_bytes));
 		json_kv_u64(&j, "rss_bytes", r->rss_bytes);
+		json_kv_u64(&j, "payload_bytes", r->payload_bytes);
 		json_kv_u64(&j, "lost", r->lost);
 		json_key(&j, "sampled");
 		json_bool(&j, (r->flags & HP_ROUND_SAMPLED) != 0);

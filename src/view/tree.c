@@ -149,6 +149,7 @@ static int run(int argc, char **argv)
 		if (w.hidden)
 			printf("\n%zu nodes under %.1f%% hidden: --min 0 shows all.\n", w.hidden,
 			       o.min_share);
+		view_print_sampling(stdout, &p);
 	}
 	ct_free(&t);
 	pf_free(&p);

@@ -1,8 +1,10 @@
 #include "view.h"
 
 #include "calltree.h"
+#include "text.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +188,42 @@ const char *view_end_name(const struct profile *p)
 	default:
 		return "unknown";
 	}
+}
+
+int view_sampling(const struct profile *p, uint32_t *from_round, uint64_t *rate)
+{
+	if (p->has_hello && p->hello.sample_rate) {
+		*from_round = 1;
+		*rate = p->hello.sample_rate;
+		return 1;
+	}
+	if (!p->first_sampled)
+		return 0;
+	*from_round = p->rounds[p->first_sampled - 1].seq;
+	*rate = p->has_hello && p->hello.sample_rate ? p->hello.sample_rate : HP_SWITCH_SAMPLE_RATE;
+	return 1;
+}
+
+void view_print_sampling(FILE *f, const struct profile *p)
+{
+	uint32_t from;
+	uint64_t rate;
+	char b[64];
+	if (!view_sampling(p, &from, &rate))
+		return;
+	text_bytes(b, sizeof b, rate);
+	if (p->first_sampled && !(p->has_hello && p->hello.sample_rate))
+		fprintf(f,
+			"\nPer-site numbers from round %" PRIu32 " on are estimates: --max-memory "
+			"was reached, and\nheapprof sampled one allocation every %s on average "
+			"from then on.\n",
+			from, b);
+	else
+		fprintf(
+		    f,
+		    "\nPer-site numbers are estimates: the session sampled one allocation every "
+		    "%s on\naverage (--sample-rate).\n",
+		    b);
 }
 
 int view_parse_type(const struct view_cmd *c, const char *arg, int *key)

@@ -7,8 +7,10 @@
 # 48 + index bytes, and the 2000 cross-thread frees exactly in basic and extended mode;
 # under sampling a free of an unsampled block is not seen, so the frees are the sampled
 # ones' estimate (about 190 of them, weight about 11: within 35%, five standard
-# deviations), the same in the round line and the profile. heapprof-detach exits 0, the
-# target is left as found and exits 0.
+# deviations), the same in the round line and the profile; overview --json gives the rate
+# and round 1 as where sampling began (0 and null for the exact sessions), and the viewer's
+# report says the numbers are estimates. heapprof-detach exits 0, the target is left as
+# found and exits 0.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -63,6 +65,18 @@ check_session()
 		[ "$n" = "$want" ] || hp_fail "$*: overview ${field%%:*} is $n, expected $want"
 	done
 	hp_ok "$*: overview: $allocs allocations, $got frees, $abytes bytes"
+	n=$(hp_json_field "$hp_tmp/overview.json" sample_rate)
+	from=$(hp_json_field "$hp_tmp/overview.json" sampled_from_round)
+	if [ "$how" = estimated ]; then
+		[ "$n/$from" = 512/1 ] ||
+			hp_fail "$*: overview sample_rate/sampled_from_round is $n/$from, not 512/1"
+		grep -q "^# per-site numbers are estimates from sampling (--sample-rate 512)$" \
+			"$hp_tmp/attach.out" || hp_fail "$*: the viewer's report does not say so"
+	else
+		[ "$n/$from" = 0/None ] ||
+			hp_fail "$*: overview sample_rate/sampled_from_round is $n/$from, not 0/null"
+	fi
+	hp_ok "$*: overview: sample_rate $n, sampled_from_round $from"
 	hp_stop_target
 	rm -f "$hp_tmp/p.hpf" "$hp_tmp/attach.out" "$hp_tmp/attach.err"
 }
