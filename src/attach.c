@@ -217,8 +217,7 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 				*status = hp_cli_usage_error(
 				    PROG,
 				    "--max-memory %s is too small: heapprof's fixed tables take "
-				    "about "
-				    "4M, give %lluM or more",
+				    "about 4M, give %lluM or more",
 				    optarg, (unsigned long long)(HP_MIN_MAX_MEMORY >> 20));
 				return -1;
 			}

@@ -125,12 +125,13 @@ static void print_text(const struct profile *p, const struct overview *o)
 		       p->hello.interval_ms);
 	uint32_t from;
 	uint64_t rate;
-	if (view_sampling(p, &from, &rate))
+	int sampled = view_sampling(p, &from, &rate);
+	if (sampled)
 		printf("Sampling:        one allocation every %s on average from round %" PRIu32
 		       "%s\n",
 		       text_bytes(a, sizeof a, rate), from,
-		       p->has_hello && p->hello.sample_rate ? " (--sample-rate)"
-							    : " on (--max-memory was reached)");
+		       sampled == VIEW_SAMPLED_RATE ? " (--sample-rate)"
+						    : " on (--max-memory was reached)");
 	printf("Duration:        %s, %zu round%s, ended by %s\n",
 	       text_duration(a, sizeof a, o->duration_ns), p->nrounds, p->nrounds == 1 ? "" : "s",
 	       view_end_name(p));
@@ -144,7 +145,7 @@ static void print_text(const struct profile *p, const struct overview *o)
 	printf("Peak live:       %s\n", text_bytes(a, sizeof a, p->peak_live_bytes));
 	printf("Peak RSS:        %s\n", text_bytes(b, sizeof b, o->peak_rss));
 	printf("Untracked frees: %" PRIu64 " (%sblocks allocated before attach)\n",
-	       r->untracked_frees, view_sampling(p, &from, &rate) ? "estimated: frees of " : "");
+	       r->untracked_frees, sampled ? "estimated: frees of " : "");
 	if (r->lost)
 		printf("Lost events:     %" PRIu64 " (a bound of the profiler was reached)\n",
 		       r->lost);

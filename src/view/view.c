@@ -195,13 +195,13 @@ int view_sampling(const struct profile *p, uint32_t *from_round, uint64_t *rate)
 	if (p->has_hello && p->hello.sample_rate) {
 		*from_round = 1;
 		*rate = p->hello.sample_rate;
-		return 1;
+		return VIEW_SAMPLED_RATE;
 	}
 	if (!p->first_sampled)
 		return 0;
 	*from_round = p->rounds[p->first_sampled - 1].seq;
-	*rate = p->has_hello && p->hello.sample_rate ? p->hello.sample_rate : HP_SWITCH_SAMPLE_RATE;
-	return 1;
+	*rate = HP_SWITCH_SAMPLE_RATE;
+	return VIEW_SAMPLED_SWITCH;
 }
 
 void view_print_sampling(FILE *f, const struct profile *p)
@@ -209,10 +209,11 @@ void view_print_sampling(FILE *f, const struct profile *p)
 	uint32_t from;
 	uint64_t rate;
 	char b[64];
-	if (!view_sampling(p, &from, &rate))
+	int how = view_sampling(p, &from, &rate);
+	if (!how)
 		return;
 	text_bytes(b, sizeof b, rate);
-	if (p->first_sampled && !(p->has_hello && p->hello.sample_rate))
+	if (how == VIEW_SAMPLED_SWITCH)
 		fprintf(f,
 			"\nPer-site numbers from round %" PRIu32 " on are estimates: --max-memory "
 			"was reached, and\nheapprof sampled one allocation every %s on average "

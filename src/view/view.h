@@ -79,9 +79,11 @@ int view_parse_type(const struct view_cmd *c, const char *arg, int *key);
 const char *view_mode_name(const struct profile *p);
 const char *view_end_name(const struct profile *p);
 
-/* Whether the per-site numbers are estimates from sampling, from the start (--sample-rate)
- * or from a round on (--max-memory reached): 0 if they are exact, else 1 with the seq of
- * the first sampled round and the mean bytes between samples from then on. */
+/* Whether the per-site numbers are estimates from sampling: 0 if they are exact, else
+ * VIEW_SAMPLED_RATE (from the start, --sample-rate) or VIEW_SAMPLED_SWITCH (from a round
+ * on, --max-memory reached), with the seq of the first sampled round and the mean bytes
+ * between samples from then on. */
+enum { VIEW_SAMPLED_RATE = 1, VIEW_SAMPLED_SWITCH = 2 };
 int view_sampling(const struct profile *p, uint32_t *from_round, uint64_t *rate);
 /* For text output: a paragraph saying so, after a blank line; nothing if exact. */
 void view_print_sampling(FILE *f, const struct profile *p);
