@@ -27,8 +27,9 @@
 #include "threads.h"
 
 #define MAX_MODULES 4096u
-#define SITES_PER_REC 65536u
-#define LIVE_PER_REC 65536u
+/* Records of these many entries fit in a buffer's first BUF_FIRST bytes (sb_take). */
+#define SITES_PER_REC 1024u
+#define LIVE_PER_REC 1024u
 /* Once stopping, how long the last round waits for a pipe nobody drains before giving the
  * stream up: STOP_STALL_NS without a byte taken, or HP_STOP_WRITE_S in all. A viewer
  * reading a busy server's modules with libdw on a loaded machine can take nothing for over
@@ -65,7 +66,9 @@ static struct {
 	atomic_int stop;
 	atomic_int wake; /* futex word */
 	uint64_t start_ns;
-	uint64_t stop_by; /* when writes give up, once stopping; 0 before */
+	uint64_t stop_by;  /* when writes give up, once stopping; 0 before */
+	int taking_stacks; /* the round's stacks are going into sb (sb_flush) */
+	int flush_rc;	   /* the first failed write of the round's early flushes; 0 */
 	struct buf mb, mb_spare, sb;
 	struct hp_site_tab merged;
 	struct mod *mods;
@@ -85,9 +88,10 @@ static uint64_t mono_ns(void)
 #define BUF_FIRST 65536u
 
 /* A buffer's first BUF_FIRST bytes are mapped at the start, before anything is admitted
- * against max_memory, so they count as the fixed part. Growth past them is asked for, and
- * a refusal switches the session to sampling, but the buffer grows all the same: a
- * round's records left out would leave later ones naming stacks never sent. */
+ * against max_memory, so they count as the fixed part. The round's records go out
+ * whenever they fill it (sb_take), so only a record larger than that makes it grow: that
+ * is asked for, and a refusal switches the session to sampling, but the buffer grows all
+ * the same, since a record left out would leave later ones naming stacks never sent. */
 static uint8_t *buf_take(struct buf *b, size_t n)
 {
 	if (b->len + n > b->cap) {
@@ -124,17 +128,8 @@ static int buf_first(struct buf *b)
 	return 0;
 }
 
-static void buf_rec(struct buf *b, uint32_t type, const void *x, uint32_t xl, const void *y,
-		    uint32_t yl)
-{
-	uint8_t *d = buf_take(b, sizeof(struct hp_rec_hdr) + xl + yl);
-	if (!d)
-		return;
-	d += hp_rec_put_hdr(d, type, xl + yl);
-	memcpy(d, x, xl);
-	if (yl)
-		memcpy(d + xl, y, yl);
-}
+static uint8_t *sb_take(size_t n);
+static void sb_rec(uint32_t type, const void *x, uint32_t xl, const void *y, uint32_t yl);
 
 static void merge_cb(const struct hp_site_ctr *s, void *arg)
 {
@@ -146,7 +141,7 @@ static void stack_cb(uint32_t id, const uint64_t *frames, uint32_t depth, void *
 {
 	(void)arg;
 	struct hp_stack s = {.id = id, .depth = depth};
-	buf_rec(&c.sb, HP_REC_STACK, &s, sizeof s, frames, depth * (uint32_t)sizeof *frames);
+	sb_rec(HP_REC_STACK, &s, sizeof s, frames, depth * (uint32_t)sizeof *frames);
 }
 
 static void module_rec(uint32_t id, uint32_t flags, const struct dl_phdr_info *info)
@@ -209,9 +204,9 @@ static void drop_gone(void)
 			i++;
 			continue;
 		}
-		buf_rec(&c.sb, HP_REC_MODULE,
-			&(struct hp_module){.id = c.mods[i].id, .flags = HP_MODULE_UNLOADED},
-			sizeof(struct hp_module), NULL, 0);
+		sb_rec(HP_REC_MODULE,
+		       &(struct hp_module){.id = c.mods[i].id, .flags = HP_MODULE_UNLOADED},
+		       sizeof(struct hp_module), NULL, 0);
 		c.mods[i] = c.mods[--c.nmods];
 	}
 }
@@ -290,6 +285,51 @@ static int write_out(const void *buf, size_t len)
 	return 0;
 }
 
+/* The mods buffer (module_cb's records) goes out, and the other takes its place. */
+static int mods_out(void)
+{
+	pthread_mutex_lock(&mods_lock);
+	dl_iterate_phdr(module_cb, NULL);
+	struct buf mods = c.mb;
+	c.mb = c.mb_spare;
+	pthread_mutex_unlock(&mods_lock);
+	int rc = write_out(mods.p, mods.len);
+	mods.len = 0;
+	c.mb_spare = mods;
+	return rc;
+}
+
+/* sb is full: what it holds goes out now, so that it keeps the size max_memory counted.
+ * While the round's stacks go in, the modules loaded since the last scan go first, as
+ * round_once sends them: a stack may lie in one. After a failed write nothing more is
+ * written; round_once returns the error. */
+static void sb_flush(void)
+{
+	if (!c.flush_rc && c.taking_stacks)
+		c.flush_rc = mods_out();
+	if (!c.flush_rc)
+		c.flush_rc = write_out(c.sb.p, c.sb.len);
+	c.sb.len = 0;
+}
+
+static uint8_t *sb_take(size_t n)
+{
+	if (c.sb.len && c.sb.len + n > c.sb.cap)
+		sb_flush();
+	return buf_take(&c.sb, n);
+}
+
+static void sb_rec(uint32_t type, const void *x, uint32_t xl, const void *y, uint32_t yl)
+{
+	uint8_t *d = sb_take(sizeof(struct hp_rec_hdr) + xl + yl);
+	if (!d)
+		return;
+	d += hp_rec_put_hdr(d, type, xl + yl);
+	memcpy(d, x, xl);
+	if (yl)
+		memcpy(d + xl, y, yl);
+}
+
 static uint64_t fx_round(uint64_t v)
 {
 	return (v + HP_FX_ONE / 2) >> HP_FX;
@@ -352,8 +392,8 @@ static void sites_recs(void)
 	while (left > 0) {
 		uint32_t n = left < SITES_PER_REC ? left : SITES_PER_REC;
 		struct hp_sites h = {.count = n};
-		uint8_t *d = buf_take(&c.sb, sizeof(struct hp_rec_hdr) + sizeof h +
-						 n * sizeof(struct hp_site_delta));
+		uint8_t *d = sb_take(sizeof(struct hp_rec_hdr) + sizeof h +
+				     n * sizeof(struct hp_site_delta));
 		if (!d)
 			return;
 		d += hp_rec_put_hdr(d, HP_REC_SITES,
@@ -387,9 +427,13 @@ static struct {
 	int full;
 } la;
 
+/* A block of stack 0 (the stack table was full: its allocation counted lost) has no STACK
+ * record for a LIVE entry to name. */
 static void live_cb(const struct hp_live_val *v, void *arg)
 {
 	(void)arg;
+	if (!v->stack)
+		return;
 	uint64_t n = v->size & ~HP_LIVE_SAMPLED, w = HP_FX_ONE;
 	uint32_t i = (uint32_t)hp_hash64(v->stack + 1) & la.mask;
 	while (la.e[i].key && la.e[i].key != v->stack + 1)
@@ -447,7 +491,7 @@ static void live_recs(void)
 		uint32_t n = left < LIVE_PER_REC ? left : LIVE_PER_REC;
 		struct hp_live h = {.count = n};
 		uint32_t len = (uint32_t)(sizeof h + n * sizeof(struct hp_live_site));
-		uint8_t *d = buf_take(&c.sb, sizeof(struct hp_rec_hdr) + len);
+		uint8_t *d = sb_take(sizeof(struct hp_rec_hdr) + len);
 		if (!d)
 			break;
 		d += hp_rec_put_hdr(d, HP_REC_LIVE, len);
@@ -492,7 +536,9 @@ static int round_once(uint32_t flags)
 	/* Stacks first, modules second: every stack sent was captured while its modules
 	 * were loaded, so the module scan that follows sees them, or a dlopen noted them. The
 	 * loads go out before the stacks (mb is written first), the unloads after. */
+	c.taking_stacks = 1;
 	hp_stacks_each_new(stack_cb, NULL);
+	c.taking_stacks = 0;
 	pthread_mutex_lock(&mods_lock);
 	scan_modules(flags & HP_ROUND_FINAL);
 	struct buf mods = c.mb;
@@ -529,12 +575,13 @@ static int round_once(uint32_t flags)
 	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (mods.oom || c.sb.oom) + la.full,
 	    .payload_bytes = held,
 	};
-	buf_rec(&c.sb, HP_REC_ROUND, &r, sizeof r, NULL, 0);
-	int rc = write_out(mods.p, mods.len);
+	sb_rec(HP_REC_ROUND, &r, sizeof r, NULL, 0);
+	int rc = c.flush_rc ? c.flush_rc : write_out(mods.p, mods.len);
 	if (rc == 0)
 		rc = write_out(c.sb.p, c.sb.len);
 	mods.len = c.sb.len = 0;
 	c.mb_spare = mods;
+	c.flush_rc = 0;
 	return rc;
 }
 

@@ -41,7 +41,7 @@
 #define NCALLOC 10
 #define MAX_STACKS 8192
 #define MAX_MODS 256
-#define MAX_KEYED 4096
+#define MAX_KEYED 16384
 #define STACK_KEEP 12
 
 static hp_start_fn start_fn;
@@ -203,7 +203,8 @@ static void on_record(uint32_t type, const uint8_t *b, uint32_t len)
 		for (uint32_t i = 0; i < h.count && hp_take(&b, end, &l, sizeof l); i++) {
 			if (l.stack_id >= MAX_STACKS)
 				continue;
-			if (l.stack_id && !rd.have[l.stack_id])
+			/* Stack 0 (the table was full) has no STACK record: none either. */
+			if (!rd.have[l.stack_id])
 				rd.order_ok = 0;
 			rd.live[l.stack_id] = l;
 		}
@@ -963,6 +964,50 @@ static void test_max_memory(void **state)
 			free(mm[k][i]);
 }
 
+/* Under the least max_memory, a recursion of DEEP_NODES call paths, each allocating one
+ * block kept to the end: the round that sends the stacks holds more than a buffer's first
+ * 64 KiB, which go out as they fill (collector.c, sb_take), each stack still before the
+ * SITES and LIVE entries that name it (order_ok). The payload stays within the cap and
+ * the allocations are counted exactly. */
+#define DEEP_DEPTH 12
+#define DEEP_NODES ((1 << (DEEP_DEPTH + 1)) - 1)
+static void *deep_blocks[NW][DEEP_NODES];
+
+__attribute__((noinline)) void deep_build(int d, void **out, int *n);
+__attribute__((noinline)) void deep_build(int d, void **out, int *n)
+{
+	out[(*n)++] = malloc(40);
+	if (d > 0) {
+		deep_build(d - 1, out, n);
+		deep_build(d - 1, out, n);
+	}
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+static void work_deep(int k)
+{
+	int n = 0;
+	deep_build(DEEP_DEPTH, deep_blocks[k], &n);
+}
+
+static void test_max_memory_stacks(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.max_memory = HP_MIN_MAX_MEMORY;
+	session(&a, work_deep);
+	print_message("%" PRIu64 " stacks sent, %" PRIu64 " lost, payload_bytes %" PRIu64 "\n",
+		      (uint64_t)rd.stacks, rd.last.lost, rd.last.payload_bytes);
+	assert_int_equal(rd.last.allocs, NW * DEEP_NODES);
+	assert_int_equal(rd.last.alloc_bytes, NW * DEEP_NODES * 40);
+	assert_true(rd.stacks >= DEEP_NODES);
+	assert_true(rd.live_recs > 0);
+	assert_true(rd.last.payload_bytes <= HP_MIN_MAX_MEMORY);
+	for (int k = 0; k < NW; k++)
+		for (int i = 0; i < DEEP_NODES; i++)
+			free(deep_blocks[k][i]);
+}
+
 /* A recursion whose every node is a call path of its own (a left and a right call site),
  * as in binary-trees: TREE_NODES stacks, each allocating two sizes from one call site, so
  * a thread has more sites than it keeps in its hash table alone (HP_DENSE_AFTER): the
@@ -1039,12 +1084,13 @@ static void test_many_sites(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_args),	  cmocka_unit_test(test_end_to_end),
-	    cmocka_unit_test(test_reader_gone),	  cmocka_unit_test(test_sizes_and_live),
-	    cmocka_unit_test(test_basic),	  cmocka_unit_test(test_extended),
-	    cmocka_unit_test(test_sampling),	  cmocka_unit_test(test_sampling_temporary),
-	    cmocka_unit_test(test_max_memory),	  cmocka_unit_test(test_paths),
-	    cmocka_unit_test(test_address_limit), cmocka_unit_test(test_many_sites),
+	    cmocka_unit_test(test_bad_args),	cmocka_unit_test(test_end_to_end),
+	    cmocka_unit_test(test_reader_gone), cmocka_unit_test(test_sizes_and_live),
+	    cmocka_unit_test(test_basic),	cmocka_unit_test(test_extended),
+	    cmocka_unit_test(test_sampling),	cmocka_unit_test(test_sampling_temporary),
+	    cmocka_unit_test(test_max_memory),	cmocka_unit_test(test_max_memory_stacks),
+	    cmocka_unit_test(test_paths),	cmocka_unit_test(test_address_limit),
+	    cmocka_unit_test(test_many_sites),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
