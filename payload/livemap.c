@@ -249,6 +249,12 @@ int hp_live_insert_slow(uintptr_t addr, struct hp_live_val v, struct hp_live_val
 		if (rc < 0 && atomic_load(&hp.went_sampled)) {
 			atomic_store(&hp_live_spilled, 1);
 			rc = table_insert(addr, v, old);
+		} else if (rc == 0 &&
+			   atomic_load_explicit(&hp_live_spilled, memory_order_relaxed) &&
+			   hp_live_table_remove(addr, old)) {
+			/* A block at this address went to the table when its page was refused, and
+			 * was freed unseen: it is the one replaced, as in the direct map. */
+			rc = 1;
 		}
 	} else {
 		rc = table_insert(addr, v, old);
