@@ -1,5 +1,7 @@
 /* pprof: profile.proto encoded by hand (varints and length-delimited fields), gzipped.
  * Field numbers are those of github.com/google/pprof/proto/profile.proto. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -23,6 +25,7 @@ enum {
 	PROFILE_DURATION_NANOS = 10,
 	PROFILE_PERIOD_TYPE = 11,
 	PROFILE_PERIOD = 12,
+	PROFILE_COMMENT = 13,
 	PROFILE_DEFAULT_SAMPLE_TYPE = 14,
 };
 
@@ -269,7 +272,20 @@ static int encode(struct enc *e, struct pb *out)
 		pb_uint(out, PROFILE_TIME_NANOS, p->session.attach_real_ns);
 	if (last)
 		pb_uint(out, PROFILE_DURATION_NANOS, last->time_ns);
-	pb_uint(out, PROFILE_PERIOD, p->has_hello ? p->hello.sample_rate : 0);
+	/* A profile switched to sampling by --max-memory has the rate it switched to, and a
+	 * comment saying from which round: pprof has one period for the whole profile. */
+	uint32_t from;
+	uint64_t rate;
+	int sampled = view_sampling(p, &from, &rate);
+	pb_uint(out, PROFILE_PERIOD, sampled ? rate : 0);
+	if (sampled == VIEW_SAMPLED_SWITCH) {
+		char note[128];
+		snprintf(note, sizeof note,
+			 "heapprof: per-site numbers from round %" PRIu32
+			 " on are estimates (--max-memory was reached)",
+			 from);
+		pb_uint(out, PROFILE_COMMENT, str(e, note));
+	}
 	pb_uint(out, PROFILE_DEFAULT_SAMPLE_TYPE, str(e, "inuse_space"));
 	pb_put(out, e->strings.b, e->strings.n);
 	return e->nomem || out->nomem || e->samples.nomem || e->mappings.nomem ||

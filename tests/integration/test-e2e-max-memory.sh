@@ -9,8 +9,8 @@
 # is lost: the sampled blocks that the live map's pages no longer take go to its table
 # (livemap.h), and the allocation site stays in hotspots. The profile says so:
 # overview --json gives the round sampling began with and the rate (512K), the text
-# overview and hotspots say the per-site numbers are estimates, and so does the viewer's
-# report at the end. A --max-memory below 8M is refused in one line with exit 2
+# overview and hotspots say the per-site numbers are estimates, and so do the viewer's
+# report at the end and the pprof export (its period and a comment). A --max-memory below 8M is refused in one line with exit 2
 # before the target is touched. heapprof-detach exits 0 and the target is left as found.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -89,5 +89,40 @@ grep -q "^# per-site numbers are estimates from sampling (--max-memory was reach
 	"$hp_tmp/attach.out" ||
 	hp_fail "the viewer's report does not say the numbers are estimates"
 hp_ok "overview, hotspots and the viewer's report say the per-site numbers are estimates"
+
+# The pprof export: the rate as its period, and a comment naming the round.
+"$HP_VIEW" export --format pprof -o "$hp_tmp/p.pb.gz" "$hp_tmp/p.hpf" ||
+	hp_fail "heapprof-view export --format pprof failed"
+python3 - "$hp_tmp/p.pb.gz" "$from" <<'EOF' || hp_fail "the pprof export does not say it"
+import gzip, sys
+b = gzip.decompress(open(sys.argv[1], "rb").read())
+def varint(i):
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+i, strings, period, comments = 0, [], None, []
+while i < len(b):
+    k, i = varint(i)
+    if k & 7 == 0:
+        v, i = varint(i)
+        if k >> 3 == 12:
+            period = v
+        elif k >> 3 == 13:
+            comments.append(v)
+    else:
+        n, i = varint(i)
+        if k >> 3 == 6:
+            strings.append(b[i : i + n].decode())
+        i += n
+want = f"heapprof: per-site numbers from round {sys.argv[2]} on are estimates"
+notes = [strings[c] for c in comments]
+print(f"ok: pprof period {period}, comments {notes}")
+sys.exit(0 if period == 524288 and any(n.startswith(want) for n in notes) else 1)
+EOF
 
 hp_stop_target
