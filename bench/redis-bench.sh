@@ -141,7 +141,9 @@ kept()
 	[ "${3:-}" = cpu ] && get=ticks
 	for ((i = 1; i <= passes; i++)); do
 		v=$($get "$1$i" "$2") a=$($get "plain$i" "$2") b=$($get "plain$((i + 1))" "$2")
-		[ -n "$v" ] && [ -n "$a" ] && [ -n "$b" ] || continue
+		if [ -z "$v" ] || [ -z "$a" ] || [ -z "$b" ]; then
+			continue
+		fi
 		[ "$get" = ticks ] && [ "$v" -le 0 ] && continue
 		shares+=("$(awk -v v="$v" -v a="$a" -v b="$b" -v cpu="${3:-}" 'BEGIN {
 			print cpu ? (a + b) / 2 / v : 2 * v / (a + b) }')")
