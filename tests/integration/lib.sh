@@ -431,7 +431,9 @@ HP_ROUND_RE='^round=[0-9]+ time=[0-9]+\.[0-9]{3} allocs=[0-9]+ frees=[0-9]+ allo
 # hp_profile_go TARGET ARG...: starts TARGET ARG..., attaches with --batch, has the target
 # do one round of work, waits for two round lines after it (the first may have been collected
 # before the last free), ends the session with heapprof-detach and checks the target is
-# restored. The profile is $hp_tmp/p.hpf; the target is left running.
+# restored. The profile is $hp_tmp/p.hpf; the target is left running. HP_PROFILE_OPTS, an
+# array, holds more options for heapprof-attach.
+HP_PROFILE_OPTS=()
 hp_profile_go()
 {
 	local target=$1 fds rounds
@@ -439,7 +441,7 @@ hp_profile_go()
 	hp_start_target "$target" "${@:2}"
 	fds=$(hp_fd_count "$TARGET_PID")
 	hp_maps_clean "$TARGET_PID" || hp_error "the target maps heapprof before attaching"
-	hp_attach --batch --output "$hp_tmp/p.hpf" "$TARGET_PID"
+	hp_attach --batch "${HP_PROFILE_OPTS[@]}" --output "$hp_tmp/p.hpf" "$TARGET_PID"
 	hp_ok "heapprof-attach attached to ${target##*/} ${*:2} (pid $TARGET_PID)"
 	hp_send go
 	hp_wait_line "$TARGET_OUT" '^done$' 30 || hp_fail "the target did not finish its work"
