@@ -285,18 +285,26 @@ static int write_out(const void *buf, size_t len)
 	return 0;
 }
 
-/* The mods buffer (module_cb's records) goes out, and the other takes its place. */
-static int mods_out(void)
+/* The module records so far, after a scan (whole: scan_modules, as at a round's end; else
+ * only the modules loaded since): the other buffer takes mb's place, under mods_lock since
+ * a dlopen in any thread writes there. mods_done gives it back once written. */
+static struct buf mods_take(int whole, int final)
 {
 	pthread_mutex_lock(&mods_lock);
-	dl_iterate_phdr(module_cb, NULL);
+	if (whole)
+		scan_modules(final);
+	else
+		dl_iterate_phdr(module_cb, NULL);
 	struct buf mods = c.mb;
 	c.mb = c.mb_spare;
 	pthread_mutex_unlock(&mods_lock);
-	int rc = write_out(mods.p, mods.len);
-	mods.len = 0;
-	c.mb_spare = mods;
-	return rc;
+	return mods;
+}
+
+static void mods_done(struct buf *mods)
+{
+	mods->len = 0;
+	c.mb_spare = *mods;
 }
 
 /* sb is full: what it holds goes out now, so that it keeps the size max_memory counted.
@@ -305,8 +313,11 @@ static int mods_out(void)
  * written; round_once returns the error. */
 static void sb_flush(void)
 {
-	if (!c.flush_rc && c.taking_stacks)
-		c.flush_rc = mods_out();
+	if (!c.flush_rc && c.taking_stacks) {
+		struct buf mods = mods_take(0, 0);
+		c.flush_rc = write_out(mods.p, mods.len);
+		mods_done(&mods);
+	}
 	if (!c.flush_rc)
 		c.flush_rc = write_out(c.sb.p, c.sb.len);
 	c.sb.len = 0;
@@ -539,11 +550,7 @@ static int round_once(uint32_t flags)
 	c.taking_stacks = 1;
 	hp_stacks_each_new(stack_cb, NULL);
 	c.taking_stacks = 0;
-	pthread_mutex_lock(&mods_lock);
-	scan_modules(flags & HP_ROUND_FINAL);
-	struct buf mods = c.mb;
-	c.mb = c.mb_spare;
-	pthread_mutex_unlock(&mods_lock);
+	struct buf mods = mods_take(1, flags & HP_ROUND_FINAL);
 	sites_recs();
 	hp_site_tab_clear(&c.merged);
 	live_recs();
@@ -579,8 +586,8 @@ static int round_once(uint32_t flags)
 	int rc = c.flush_rc ? c.flush_rc : write_out(mods.p, mods.len);
 	if (rc == 0)
 		rc = write_out(c.sb.p, c.sb.len);
-	mods.len = c.sb.len = 0;
-	c.mb_spare = mods;
+	mods_done(&mods);
+	c.sb.len = 0;
 	c.flush_rc = 0;
 	return rc;
 }

@@ -200,7 +200,7 @@ static int grow(struct shard *s)
 	size_t len = (size_t)cap * sizeof(struct entry);
 	if (!(atomic_load(&hp.went_sampled) ? hp_mem_admit(len) : hp_mem_admit_live(len)))
 		return -1;
-	struct entry *e = hp_map((size_t)cap * sizeof *e);
+	struct entry *e = hp_map(len);
 	if (!e)
 		return -1;
 	for (uint32_t i = 0; s->e && i <= s->mask; i++)
