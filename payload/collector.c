@@ -438,8 +438,8 @@ static struct {
 	int full;
 } la;
 
-/* A block of stack 0 (the stack table was full: its allocation counted lost) has no STACK
- * record for a LIVE entry to name. */
+/* A block of stack 0 (even the stack table's reserve was full: its allocation counted
+ * lost) has no STACK record for a LIVE entry to name. */
 static void live_cb(const struct hp_live_val *v, void *arg)
 {
 	(void)arg;

@@ -28,8 +28,8 @@ static struct {
 	struct ent *ents;	 /* by id */
 	uint64_t *arena;
 	uint32_t nslots, max_ids;
-	uint64_t arena_cap; /* frames */
-	_Atomic uint32_t next_id;
+	uint64_t arena_cap;	  /* frames */
+	_Atomic uint64_t next_id; /* 64 bits: take() serves it and the arena */
 	_Atomic uint64_t arena_used;
 	uint32_t sent_upto; /* collector: every id below it was sent or is dead */
 } st;
@@ -70,18 +70,15 @@ void hp_stacks_fini(void)
 
 uint64_t hp_stacks_bytes(void)
 {
-	uint32_t ids = atomic_load_explicit(&st.next_id, memory_order_relaxed);
+	uint64_t ids = atomic_load_explicit(&st.next_id, memory_order_relaxed);
 	uint64_t used = atomic_load_explicit(&st.arena_used, memory_order_relaxed);
-	if (used > st.arena_cap)
-		used = st.arena_cap;
-	return (uint64_t)ids * sizeof(struct ent) + (uint64_t)ids * 2 * sizeof(uint32_t) +
+	return ids * sizeof(struct ent) + ids * 2 * sizeof(uint32_t) +
 	       used * sizeof(uint64_t);
 }
 
 uint32_t hp_stacks_end(void)
 {
-	uint32_t end = atomic_load_explicit(&st.next_id, memory_order_acquire);
-	return end > st.max_ids + 1 ? st.max_ids + 1 : end;
+	return (uint32_t)atomic_load_explicit(&st.next_id, memory_order_acquire);
 }
 
 /* Runs on every allocation: two independent multiply lanes, so consecutive frames do
@@ -122,16 +119,40 @@ static int same(const struct ent *e, uint64_t h, const uint64_t *f, unsigned dep
 	return e->hash == h && same_frames(e, f, depth);
 }
 
-/* Fills a freshly claimed slot; returns the id or 0 if a bound was reached. */
-static uint32_t publish(_Atomic uint32_t *slot, uint64_t h, const uint64_t *f, unsigned depth)
+/* The table keeps a sixteenth of its ids and frames for stacks cut short: once a stack no
+ * longer fits, its allocations are counted at its innermost CUT_FRAMES frames and an
+ * HP_FRAME_CUT (hpformat.h) rather than lost. A program's distinct beginnings are few
+ * (binary-trees' 65535 stacks begin in 256 ways), so the reserve outlasts the table. */
+#define CUT_FRAMES 8
+
+struct bound {
+	uint32_t ids;
+	uint64_t frames;
+};
+
+/* Takes n from *used unless that passes lim; *at is where the n begin. A CAS, not an add
+ * and an undo: an undone add lets a later taker reuse frames or an id already handed out
+ * past the undone one. Taken only for a new stack. */
+static int take(_Atomic uint64_t *used, uint64_t n, uint64_t lim, uint64_t *at)
 {
-	uint64_t off = atomic_fetch_add(&st.arena_used, depth);
-	uint32_t id = 0;
-	if (off + depth <= st.arena_cap)
-		id = atomic_fetch_add(&st.next_id, 1);
-	if (id == 0 || id > st.max_ids) {
-		if (id > st.max_ids)
-			atomic_fetch_sub(&st.next_id, 1);
+	uint64_t u = atomic_load_explicit(used, memory_order_relaxed);
+	do {
+		if (u + n > lim)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(used, &u, u + n, memory_order_relaxed,
+							memory_order_relaxed));
+	*at = u;
+	return 1;
+}
+
+/* Fills a freshly claimed slot; returns the id or 0 if b was reached. Frames taken for an
+ * id then refused stay unused: a race at the very end of the table. */
+static uint32_t publish(_Atomic uint32_t *slot, uint64_t h, const uint64_t *f, unsigned depth,
+			struct bound b)
+{
+	uint64_t off, id;
+	if (!take(&st.arena_used, depth, b.frames, &off) ||
+	    !take(&st.next_id, 1, (uint64_t)b.ids + 1, &id)) {
 		atomic_store_explicit(slot, 0, memory_order_release);
 		return 0;
 	}
@@ -141,11 +162,11 @@ static uint32_t publish(_Atomic uint32_t *slot, uint64_t h, const uint64_t *f, u
 	e->off = (uint32_t)off;
 	e->depth = depth;
 	atomic_store_explicit(&e->state, ENT_READY, memory_order_release);
-	atomic_store_explicit(slot, id, memory_order_release);
-	return id;
+	atomic_store_explicit(slot, (uint32_t)id, memory_order_release);
+	return (uint32_t)id;
 }
 
-uint32_t hp_stack_intern(const uint64_t *f, unsigned depth)
+static uint32_t intern_in(const uint64_t *f, unsigned depth, struct bound b)
 {
 	uint64_t h = frames_hash(f, depth);
 	uint32_t mask = st.nslots - 1;
@@ -159,11 +180,11 @@ uint32_t hp_stack_intern(const uint64_t *f, unsigned depth)
 			if (++spins > 64)
 				sched_yield();
 		if (id == 0) {
-			if (atomic_load_explicit(&st.next_id, memory_order_relaxed) > st.max_ids)
+			if (atomic_load_explicit(&st.next_id, memory_order_relaxed) > b.ids)
 				return 0;
 			uint32_t expect = 0;
 			if (atomic_compare_exchange_strong(slot, &expect, CLAIMING))
-				return publish(slot, h, f, depth);
+				return publish(slot, h, f, depth, b);
 			continue; /* someone else claimed it: look again */
 		}
 		if (same(&st.ents[id], h, f, depth))
@@ -172,6 +193,21 @@ uint32_t hp_stack_intern(const uint64_t *f, unsigned depth)
 		i = (i + 1) & mask;
 	}
 	return 0;
+}
+
+uint32_t hp_stack_intern(const uint64_t *f, unsigned depth)
+{
+	struct bound all = {st.max_ids, st.arena_cap};
+	uint32_t id = intern_in(
+	    f, depth, (struct bound){all.ids - all.ids / 16, all.frames - all.frames / 16});
+	if (id)
+		return id;
+	if (depth <= CUT_FRAMES)
+		return intern_in(f, depth, all);
+	uint64_t cut[CUT_FRAMES + 1];
+	memcpy(cut, f, CUT_FRAMES * sizeof *f);
+	cut[CUT_FRAMES] = HP_FRAME_CUT;
+	return intern_in(cut, CUT_FRAMES + 1, all);
 }
 
 /* A splice seldom brings more new frames than this; one that does is interned whole. */
@@ -201,6 +237,11 @@ struct hp_stack_cache *hp_stack_cache_new(void)
 void hp_stack_cache_free(struct hp_stack_cache *c)
 {
 	hp_unmap(c, sizeof *c);
+}
+
+static int is_cut(const struct ent *e)
+{
+	return e->depth == CUT_FRAMES + 1 && st.arena[e->off + CUT_FRAMES] == HP_FRAME_CUT;
 }
 
 /* An ent's next: the id, with the tail and the count of new frames of the splice it was
@@ -250,7 +291,9 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 		return e->id;
 	hp_unwind_memo_tail(m, f, depth);
 	id = hp_stack_intern(f, depth);
-	if (id) {
+	/* A cut stack stands for many, so (last, tail, new frames) names no one stack when
+	 * last is cut: nothing is learnt after one, and no lookup after one can hit. */
+	if (id && !is_cut(prev)) {
 		atomic_store_explicit(&prev->next, next_guess(id, tail, k), memory_order_release);
 		e->last = last;
 		e->id = id;

@@ -2,11 +2,13 @@
  *
  * Contract: the hooks capture a stack with hp_unwind_memo_from (unwind.h) from their own
  * frame address, dropping the payload's text should it appear further up.
- * hp_stack_intern gives equal stacks one id (>= 1) in a global lock-free bounded table; 0 means the
- * table is full. An id is returned only once its frames are fully written, so hp_stacks_each_new
- * (collector only) can hand each stack that any thread holds an id for exactly once, at the latest
- * in the round after; being called once a round, it also has the unwinder forget its rules after a
- * dlclose.
+ * hp_stack_intern gives equal stacks one id (>= 1) in a global lock-free bounded table. Once
+ * the table is full, a stack gets the id of its innermost frames and HP_FRAME_CUT
+ * (hpformat.h), from a reserve kept for those; 0 means that reserve is full too. An id is
+ * returned only once its frames are fully written, so hp_stacks_each_new (collector only)
+ * can hand each stack that any thread holds an id for exactly once, at the latest in the
+ * round after; being called once a round, it also has the unwinder forget its rules after
+ * a dlclose.
  * hp_stack_intern_after interns a capture whose frames past the first k are the last frames
  * of the stack the thread captured before (the unwinder's tail_after): a cache of the
  * thread's own (hp_stack_cache_new, a few KB of hp_map memory, used by that thread only)

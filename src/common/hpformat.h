@@ -97,7 +97,12 @@ struct hp_module {
 
 /* STACK: an interned call stack. Followed by uint64_t frames[depth], innermost first.
  * frames[0] is the return address into the caller of the allocation function; the
- * payload's own frames are never included. */
+ * payload's own frames are never included. A last frame of HP_FRAME_CUT (no code address
+ * of a user-space process) says the payload's stack table was full: the stack is its
+ * allocations' innermost frames only, shared by every stack that begins with them. */
+#define HP_FRAME_CUT UINT64_MAX
+/* What the viewer's SYMBOL names that frame. */
+#define HP_FRAME_CUT_TEXT "[outer frames dropped: heapprof's stack table was full]"
 struct hp_stack {
 	uint32_t id; /* >= 1; 0 means "no stack" (basic/extended modes, or table full) */
 	uint32_t depth;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "payload/payload.h"
+#include "hpformat.h"
 #include "payload/stacks.h"
 
 /* start.c's: mem.c's helpers read the session's bounds from it. */
@@ -134,12 +135,104 @@ static void test_after_wrong_guess(void **state)
 	then_other(a, b, shorter_tail, 3);
 }
 
+static int setup_small(void **state)
+{
+	(void)state;
+	return hp_stacks_init(8u << 20);
+}
+
+#define DEEP 40
+#define VARIANTS 4
+
+/* Stack i of the fill: one of VARIANTS beginnings of eight frames, then frames of its own. */
+static void deep_stack(uint64_t *f, unsigned i)
+{
+	for (unsigned j = 0; j < 8; j++)
+		f[j] = 0x10000 * (i % VARIANTS + 1) + j;
+	for (unsigned j = 8; j < DEEP; j++)
+		f[j] = (uint64_t)i << 20 | j;
+}
+
+struct seen {
+	unsigned stacks, cut;
+	uint32_t cut_ids[VARIANTS + 1];
+};
+
+static void on_stack(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg)
+{
+	struct seen *s = arg;
+	s->stacks++;
+	if (frames[depth - 1] != HP_FRAME_CUT)
+		return;
+	assert_int_equal(depth, 9);
+	assert_true(s->cut < VARIANTS + 1);
+	s->cut_ids[s->cut++] = id;
+}
+
+/* A full table cuts stacks short instead of losing them: every stack still gets an id, a
+ * stack past the table's end gets its beginning's, made once and ending in HP_FRAME_CUT,
+ * and the same stack always gets the same id. */
+static void test_cut_when_full(void **state)
+{
+	(void)state;
+	enum { N = 10000 }; /* 8 MiB: 245760 frames before the reserve, 6144 of these stacks */
+	static uint32_t ids[N];
+	uint64_t f[DEEP];
+	for (unsigned i = 0; i < N; i++) {
+		deep_stack(f, i);
+		ids[i] = hp_stack_intern(f, DEEP);
+		assert_int_not_equal(ids[i], 0);
+	}
+	for (unsigned i = 0; i < N; i += 97) {
+		deep_stack(f, i);
+		assert_int_equal(hp_stack_intern(f, DEEP), ids[i]);
+	}
+	assert_int_equal(ids[N - 1], ids[N - 1 - VARIANTS]);
+	assert_int_not_equal(ids[N - 1], ids[N - 2]);
+
+	struct seen s = {0};
+	hp_stacks_each_new(on_stack, &s);
+	assert_int_equal(s.cut, VARIANTS);
+	assert_int_equal(s.stacks, hp_stacks_end() - 1);
+	assert_true(s.stacks < N - 1000);
+	int found = 0;
+	for (unsigned v = 0; v < VARIANTS; v++)
+		found += s.cut_ids[v] == ids[N - 1];
+	assert_int_equal(found, 1);
+}
+
+/* Two stacks cut to one id, each followed by a short stack sharing its own last frames:
+ * the second short stack must not get the first's id through the cache or the guess kept
+ * for what follows the cut id. */
+static void test_after_cut(void **state)
+{
+	(void)state;
+	uint64_t f[DEEP];
+	for (unsigned i = 0; i < 8000; i++) {
+		deep_stack(f, i);
+		hp_stack_intern(f, DEEP);
+	}
+	uint64_t x[] = {1, 2, 3, 4, 5, 6, 7, 8, 100, 200, 300};
+	uint64_t x2[] = {1, 2, 3, 4, 5, 6, 7, 8, 101, 201, 301};
+	uint64_t y[] = {50, 200, 300}, y2[] = {50, 201, 301};
+	assert_int_equal(hp_stack_intern(x, 11), hp_stack_intern(x2, 11));
+	struct thread_caps t = {.c = hp_stack_cache_new()};
+	assert_non_null(t.c);
+	capture(&t, x, 11);
+	capture(&t, y, 3);
+	capture(&t, x2, 11);
+	capture(&t, y2, 3);
+	hp_stack_cache_free(t.c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_intern),
-	    cmocka_unit_test(test_after_trees),
-	    cmocka_unit_test(test_after_wrong_guess),
+	    cmocka_unit_test_setup_teardown(test_intern, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_after_trees, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_after_wrong_guess, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cut_when_full, setup_small, teardown),
+	    cmocka_unit_test_setup_teardown(test_after_cut, setup_small, teardown),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }
