@@ -191,6 +191,13 @@ static uint32_t stack_site(const struct hp_viewer_session *vs, uint32_t id)
 	return v == UINT32_MAX ? 0 : v;
 }
 
+static uint64_t addr_at(const uint8_t *frames, uint32_t i)
+{
+	uint64_t addr;
+	memcpy(&addr, frames + (size_t)i * sizeof addr, sizeof addr);
+	return addr;
+}
+
 static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t len,
 		    struct hp_error *err)
 {
@@ -202,10 +209,8 @@ static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 		return malformed(err, "STACK record with a bad id or depth");
 	uint32_t site = UINT32_MAX;
 	for (uint32_t i = 0; i < st.depth; i++) {
-		uint64_t addr;
 		uint32_t idx;
-		memcpy(&addr, p + (size_t)i * sizeof addr, sizeof addr);
-		if (symbolize(vs, addr, &idx, err) != 0)
+		if (symbolize(vs, addr_at(p, i), &idx, err) != 0)
 			return -1;
 		if (site == UINT32_MAX || vs->addrs[site].allocator)
 			site = idx;
@@ -218,6 +223,8 @@ static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 		}
 	}
 	vs->nstacks++;
+	if (st.depth && addr_at(p, st.depth - 1) == HP_FRAME_CUT)
+		vs->stats.cut_stacks++;
 	uint32_t value = site == UINT32_MAX ? 0 : (uint32_t)vs->addrs[site].site + 1;
 	if (set_stack_site(vs, st.id, value) != 0) {
 		hp_error_set(err, "out of memory");

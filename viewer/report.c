@@ -75,6 +75,11 @@ static void lines_finish(struct hp_display *d, const struct hp_stats *st,
 	else if (st->sampled)
 		fprintf(o, "# per-site numbers are estimates from sampling (--max-memory was "
 			   "reached)\n");
+	if (st->cut_stacks)
+		fprintf(o,
+			"# %" PRIu64 " stacks cut short: heapprof's stack table was full "
+			"(give --max-memory more, or a smaller --max-depth)\n",
+			st->cut_stacks);
 	if (nsites > 0)
 		fprintf(o, "# top call sites by allocations (temporary: " HP_TEMPORARY_TEXT "):\n");
 	for (size_t i = 0; i < nsites; i++)

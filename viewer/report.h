@@ -25,6 +25,7 @@ struct hp_stats {
 	struct hp_round prev; /* the one before it */
 	uint64_t peak_live_bytes;
 	bool sampled; /* a round said HP_ROUND_SAMPLED */
+	uint64_t cut_stacks; /* stacks ending in HP_FRAME_CUT */
 };
 
 /* A call site in the final summary. */

@@ -467,6 +467,10 @@ int hp_sym_resolve(struct hp_symbolizer *s, uint64_t addr, struct hp_sym_result 
 {
 	out->module_id = 0;
 	out->nframes = 0;
+	if (addr == HP_FRAME_CUT) {
+		push_frame(out, HP_FRAME_CUT_TEXT, NULL, 0, 0);
+		return 1;
+	}
 	struct sym_module *m = find_module(s, addr);
 	if (!m)
 		return 0;

@@ -11,6 +11,7 @@ struct overview {
 	struct hp_round zero; /* stands in for the last round when there is none */
 	uint64_t peak_rss;
 	uint64_t duration_ns;
+	size_t cut_stacks; /* ending in HP_FRAME_CUT */
 };
 
 static void compute(const struct profile *p, struct overview *o)
@@ -23,6 +24,10 @@ static void compute(const struct profile *p, struct overview *o)
 	for (size_t i = 0; i < p->nrounds; i++)
 		if (p->rounds[i].rss_bytes > o->peak_rss)
 			o->peak_rss = p->rounds[i].rss_bytes;
+	for (size_t i = 0; i < p->nstacks; i++) {
+		const struct pf_stack *s = &p->stacks[i];
+		o->cut_stacks += s->depth && s->frames[s->depth - 1] == HP_FRAME_CUT;
+	}
 }
 
 static int has_pid(const struct profile *p, uint32_t *pid)
@@ -91,6 +96,7 @@ static void print_json(const struct profile *p, const struct overview *o)
 	json_kv_u64(&j, "payload_bytes", r->payload_bytes);
 	json_kv_u64(&j, "sites", p->nsites);
 	json_kv_u64(&j, "stacks", p->nstacks);
+	json_kv_u64(&j, "cut_stacks", o->cut_stacks);
 	json_kv_u64(&j, "modules", p->nmodules);
 	json_kv_str(&j, "end_reason", view_end_name(p));
 	json_object_end(&j);
@@ -151,6 +157,10 @@ static void print_text(const struct profile *p, const struct overview *o)
 		       r->lost);
 	printf("Sites:           %zu allocation sites, %zu stacks, %zu modules\n", p->nsites,
 	       p->nstacks, p->nmodules);
+	if (o->cut_stacks)
+		printf("Cut stacks:      %zu, their outer frames dropped: heapprof's stack table "
+		       "was full (--max-memory)\n",
+		       o->cut_stacks);
 }
 
 static int run(int argc, char **argv)
