@@ -3,6 +3,7 @@
  * whichever way it finds it (its thread's cache, the stack that followed last the time
  * before, or the table). Stacks here are made up: frames are numbers, not addresses, as
  * the table never reads what they point to. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,13 +145,19 @@ static int setup_small(void **state)
 #define DEEP 40
 #define VARIANTS 4
 
-/* Stack i of the fill: one of VARIANTS beginnings of eight frames, then frames of its own. */
-static void deep_stack(uint64_t *f, unsigned i)
+/* Stack i of the fill: one of `variants` beginnings of eight frames, then frames of its
+ * own. */
+static void deep_stack_of(uint64_t *f, unsigned i, unsigned variants)
 {
 	for (unsigned j = 0; j < 8; j++)
-		f[j] = 0x10000 * (i % VARIANTS + 1) + j;
+		f[j] = 0x10000 * (i % variants + 1) + j;
 	for (unsigned j = 8; j < DEEP; j++)
 		f[j] = (uint64_t)i << 20 | j;
+}
+
+static void deep_stack(uint64_t *f, unsigned i)
+{
+	deep_stack_of(f, i, VARIANTS);
 }
 
 struct seen {
@@ -225,6 +232,70 @@ static void test_after_cut(void **state)
 	hp_stack_cache_free(t.c);
 }
 
+#define CUT_THREADS 4
+#define PER_THREAD 4000
+/* Many beginnings, so that the reserve takes new stacks all the while the table refuses
+ * others: the interleaving where a refused take undone after a later one hands out the
+ * same frames twice. */
+#define CUT_VARIANTS 1024
+
+static uint32_t thread_ids[CUT_THREADS][PER_THREAD];
+
+static void *intern_many(void *arg)
+{
+	unsigned t = (unsigned)(uintptr_t)arg;
+	uint64_t f[DEEP];
+	for (unsigned i = 0; i < PER_THREAD; i++) {
+		deep_stack_of(f, t * PER_THREAD + i, CUT_VARIANTS);
+		thread_ids[t][i] = hp_stack_intern(f, DEEP);
+	}
+	return NULL;
+}
+
+static struct {
+	uint32_t depth;
+	uint64_t f[DEEP];
+} table_copy[1u << 15];
+
+static void copy_stack(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg)
+{
+	(void)arg;
+	assert_true(id < 1u << 15 && depth <= DEEP);
+	table_copy[id].depth = depth;
+	memcpy(table_copy[id].f, frames, depth * sizeof *frames);
+}
+
+/* Threads filling the table at once, past its end: each stack's id holds its frames, or
+ * its cut form, so no frames and no id were handed out twice (the bounds are taken with a
+ * CAS, stacks.c's take()). */
+static void test_cut_threads(void **state)
+{
+	(void)state;
+	pthread_t th[CUT_THREADS];
+	for (unsigned t = 0; t < CUT_THREADS; t++)
+		assert_int_equal(pthread_create(&th[t], NULL, intern_many, (void *)(uintptr_t)t),
+				 0);
+	for (unsigned t = 0; t < CUT_THREADS; t++)
+		pthread_join(th[t], NULL);
+	hp_stacks_each_new(copy_stack, NULL);
+	unsigned cut = 0;
+	for (unsigned t = 0; t < CUT_THREADS; t++)
+		for (unsigned i = 0; i < PER_THREAD; i++) {
+			uint64_t f[DEEP];
+			deep_stack_of(f, t * PER_THREAD + i, CUT_VARIANTS);
+			uint32_t id = thread_ids[t][i];
+			assert_int_not_equal(id, 0);
+			if (table_copy[id].depth == 9 && table_copy[id].f[8] == HP_FRAME_CUT) {
+				assert_memory_equal(table_copy[id].f, f, 8 * sizeof *f);
+				cut++;
+			} else {
+				assert_int_equal(table_copy[id].depth, DEEP);
+				assert_memory_equal(table_copy[id].f, f, sizeof f);
+			}
+		}
+	assert_true(cut > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +304,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_after_wrong_guess, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cut_when_full, setup_small, teardown),
 	    cmocka_unit_test_setup_teardown(test_after_cut, setup_small, teardown),
+	    cmocka_unit_test_setup_teardown(test_cut_threads, setup_small, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
