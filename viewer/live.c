@@ -213,8 +213,9 @@ static void draw_header(struct live *l)
 		snprintf(a, sizeof a, ", sampling 1 in %" PRIu64 " bytes", l->st.hello.sample_rate);
 	else
 		a[0] = '\0';
-	snprintf(line, sizeof line, "mode %s%s%s   profile %s", modes[mode], a,
-		 l->st.sampled ? ", SAMPLED (--max-memory reached)" : "", l->file);
+	snprintf(line, sizeof line, "mode %s%s%s%s   profile %s", modes[mode], a,
+		 l->st.sampled ? ", SAMPLED (--max-memory reached)" : "",
+		 l->st.cut_stacks ? ", STACKS CUT (stack table full)" : "", l->file);
 	put(4, 0, line);
 }
 
