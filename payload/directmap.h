@@ -147,15 +147,15 @@ __attribute__((always_inline)) static inline int dm_insert_again(uintptr_t addr,
 {
 	if (!dm_covers(addr))
 		return 0;
-	struct dm_chunk *c = dm_chunk_at(addr);
-	if (!c)
+	struct dm_chunk *ch = dm_chunk_at(addr);
+	if (!ch)
 		return 0;
-	_Atomic uint64_t *w = dm_word(c, addr);
+	_Atomic uint64_t *w = dm_word(ch, addr);
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
 	if (!e || dm_is_block(e) ||
 	    (n > DM_SIZE_INLINE && (addr >> 4) % DM_WORDS_PER_PAGE == DM_WORDS_PER_PAGE - 1 &&
-	     !dm_written(c, w + 1)))
+	     !dm_written(ch, w + 1)))
 		return 0;
 	dm_store(w, v);
 	return 1;

@@ -84,8 +84,8 @@ __attribute__((always_inline)) static inline int hp_live_remove(uintptr_t addr,
 								struct hp_live_val *v)
 {
 	if (dm_covers(addr)) {
-		struct dm_chunk *c = dm_chunk_at(addr);
-		if (c && dm_remove(dm_word(c, addr), v))
+		struct dm_chunk *ch = dm_chunk_at(addr);
+		if (ch && dm_remove(dm_word(ch, addr), v))
 			return 1;
 		if (!atomic_load_explicit(&hp_live_spilled, memory_order_relaxed))
 			return 0;
