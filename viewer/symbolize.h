@@ -7,7 +7,8 @@
  * searched along HEAPPROF_DEBUGINFO_PATH: elfutils' --debuginfo-path syntax, read once by
  * hp_sym_new; unset, ":.debug:/usr/lib/debug" (beside the file, in its .debug/, and under
  * /usr/lib/debug by the file's path and by ROOT/.build-id/xx/rest.debug). Without debug
- * info a frame gets only its ELF symbol (.symtab, else .dynsym), or nothing.
+ * info a frame gets only its ELF symbol (.symtab, else .dynsym), or nothing. HP_FRAME_CUT
+ * (hpformat.h) resolves to one frame named HP_FRAME_CUT_TEXT, in no module.
  * A module marked unloaded keeps resolving until a later module overlapping its range
  * replaces it. A module whose file cannot be opened, or whose build-id differs from the
  * one announced, still owns its range but resolves nothing. Results are for `addr - 1`,

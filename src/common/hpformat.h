@@ -104,7 +104,7 @@ struct hp_module {
 /* What the viewer's SYMBOL names that frame. */
 #define HP_FRAME_CUT_TEXT "[outer frames dropped: heapprof's stack table was full]"
 struct hp_stack {
-	uint32_t id; /* >= 1; 0 means "no stack" (basic/extended modes, or table full) */
+	uint32_t id; /* >= 1; 0 means "no stack" (basic/extended modes, or even cutting failed) */
 	uint32_t depth;
 };
 
