@@ -7,14 +7,16 @@
 # 'q' detaches: heapprof-attach exits 0, the summary is left on the restored screen, no
 # process of the session is left, the target maps nothing of heapprof, the terminal is
 # in its normal mode and the profile counts the work. Then again, ended by SIGTERM to the
-# viewer: the terminal is restored all the same.
+# viewer: the terminal is restored all the same. Last, on tree-target 17 under
+# --max-memory 16M, whose call paths outnumber the stack table, the header says the stacks
+# were cut.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 command -v tmux >/dev/null 2>&1 || hp_skip "tmux is not installed"
 hp_require_python
 hp_require_ptrace
-hp_require_binaries "$HP_TARGETS/mt-target"
+hp_require_binaries "$HP_TARGETS/mt-target" "$HP_TARGETS/tree-target"
 
 sock=$hp_tmp/tmux.sock
 hp_tmux()
@@ -42,11 +44,12 @@ hp_wait_screen()
 	done
 }
 
+LIVE_OPTS=()
 hp_start_target "$HP_TARGETS/mt-target" 4 1000
 fds=$(hp_fd_count "$TARGET_PID")
 
 # live_attach NAME: heapprof-attach (no --batch) on the target in a new 120x40 tmux session
-# NAME (which the other helpers then use). The
+# NAME (which the other helpers then use), with the options in LIVE_OPTS. The
 # shell there records its exit status in attach.rc, then the terminal's settings in
 # stty.txt; stderr goes to a file so the test can wait for "attached to".
 live_attach()
@@ -56,8 +59,8 @@ live_attach()
 	session=$1
 	rm -f "$hp_tmp/attach.rc" "$hp_tmp/attach.err" "$hp_tmp/stty.txt" "$hp_tmp/shell.pid"
 	hp_tmux new-session -d -s "$session" -x 120 -y 40 \
-		"echo \$\$ >'$hp_tmp/shell.pid'; LANG=C.UTF-8 '$HP_ATTACH' -o '$hp_tmp/p.hpf' \
-		$TARGET_PID 2>'$hp_tmp/attach.err'; echo \$? >'$hp_tmp/attach.rc'; \
+		"echo \$\$ >'$hp_tmp/shell.pid'; LANG=C.UTF-8 '$HP_ATTACH' ${LIVE_OPTS[*]} \
+		-o '$hp_tmp/p.hpf' $TARGET_PID 2>'$hp_tmp/attach.err'; echo \$? >'$hp_tmp/attach.rc'; \
 		stty -a >'$hp_tmp/stty.txt'; sleep 60" ||
 		hp_error "tmux cannot start a session"
 	hp_wait_line "$hp_tmp/attach.err" "attached to $TARGET_PID" 20 ||
@@ -138,6 +141,22 @@ grep -qE '(^| )icanon .*(^| )echo ' "$hp_tmp/stty.txt" ||
 hp_capture
 ! grep -q '^heapprof +pid ' "$screen" || hp_fail "the live view is still on the screen: $(cat "$screen")"
 hp_ok "SIGTERM to the viewer: the terminal is restored, heapprof-attach exits 1"
+hp_check_helpers_gone
+hp_check_restored "$fds"
+hp_stop_target
+
+hp_start_target "$HP_TARGETS/tree-target" 17
+fds=$(hp_fd_count "$TARGET_PID")
+LIVE_OPTS=(--max-memory 16M)
+live_attach third
+hp_send go
+hp_wait_line "$TARGET_OUT" '^done$' 30 || hp_fail "tree-target did not finish its work"
+hp_wait_screen '^mode full, STACKS CUT \(stack table full\) +profile ' 15 ||
+	hp_fail "the header does not say stacks were cut: $(cat "$screen")"
+hp_ok "tree-target 17 under --max-memory 16M: the header says STACKS CUT"
+hp_tmux send-keys -t "$session" q
+live_wait_exit 30
+[ "$status" = 0 ] || hp_fail "heapprof-attach exited $status after 'q': $(cat "$hp_tmp/attach.err")"
 hp_check_helpers_gone
 hp_check_restored "$fds"
 hp_stop_target
