@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "hpabi.h"
+#include "hpformat.h"
 #include "inproc-payload.h"
 
 #define MAX_THREADS 256
@@ -97,7 +98,7 @@ static void usage(FILE *f, const struct bench_def *def)
 {
 	fprintf(f,
 		"usage: %s [--seconds S | --iterations N] [--threads P] [--seed N] [--progress] "
-		"[--payload PATH [--payload-rate B]]",
+		"[--payload PATH [--payload-rate B | --payload-mode M]]",
 		def->name);
 	for (const struct bench_param *p = def->params; p && p->name; p++)
 		fprintf(f, " [--%s N]", p->name);
@@ -111,7 +112,9 @@ static void usage(FILE *f, const struct bench_def *def)
 	      "                  mode while the workers run (bench/inproc.sh)\n"
 	      "  --payload-rate B\n"
 	      "                  with --payload, record in sampled mode instead: one sample\n"
-	      "                  per B bytes on average\n",
+	      "                  per B bytes on average\n"
+	      "  --payload-mode M\n"
+	      "                  with --payload, record in mode M: basic, extended or full\n",
 	      f);
 	for (const struct bench_param *p = def->params; p && p->name; p++) {
 		char flag[64];
@@ -147,13 +150,14 @@ enum {
 	OPT_PROGRESS,
 	OPT_PAYLOAD,
 	OPT_PAYLOAD_RATE,
+	OPT_PAYLOAD_MODE,
 	OPT_HELP
 };
 
 /* Returns 0, or the exit status for a usage error (2) or --help (-1). */
 static int parse_args(int argc, char **argv, const struct bench_def *def, struct bench_opts *o)
 {
-	struct option longopts[8 + MAX_PARAMS + 1] = {
+	struct option longopts[9 + MAX_PARAMS + 1] = {
 	    {"seconds", required_argument, NULL, OPT_SECONDS},
 	    {"iterations", required_argument, NULL, OPT_ITERATIONS},
 	    {"threads", required_argument, NULL, OPT_THREADS},
@@ -161,6 +165,7 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 	    {"progress", no_argument, NULL, OPT_PROGRESS},
 	    {"payload", required_argument, NULL, OPT_PAYLOAD},
 	    {"payload-rate", required_argument, NULL, OPT_PAYLOAD_RATE},
+	    {"payload-mode", required_argument, NULL, OPT_PAYLOAD_MODE},
 	    {"help", no_argument, NULL, OPT_HELP},
 	};
 	bool have_seconds = false;
@@ -171,10 +176,11 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 	for (const struct bench_param *p = def->params; p && p->name; p++) {
 		if (nparams == MAX_PARAMS)
 			abort();
-		longopts[8 + nparams] = (struct option){p->name, required_argument, NULL, nparams};
+		longopts[9 + nparams] = (struct option){p->name, required_argument, NULL, nparams};
 		nparams++;
 	}
-	*o = (struct bench_opts){.seconds = 10, .threads = 1, .seed = 1};
+	*o = (struct bench_opts){
+	    .seconds = 10, .threads = 1, .seed = 1, .payload_mode = HP_MODE_FULL};
 
 	while ((c = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
 		long v;
@@ -213,6 +219,14 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 			if (!parse_long(optarg, 1, LONG_MAX, &o->payload_rate))
 				goto bad_value;
 			break;
+		case OPT_PAYLOAD_MODE:
+			if (!strcmp(optarg, "basic"))
+				o->payload_mode = HP_MODE_BASIC;
+			else if (!strcmp(optarg, "extended"))
+				o->payload_mode = HP_MODE_EXTENDED;
+			else if (strcmp(optarg, "full"))
+				goto bad_value;
+			break;
 		case OPT_HELP:
 			usage(stdout, def);
 			return -1;
@@ -236,8 +250,13 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 		fprintf(stderr, "%s: --seconds and --iterations exclude each other\n", def->name);
 		return 2;
 	}
-	if (o->payload_rate && !o->payload) {
-		fprintf(stderr, "%s: --payload-rate needs --payload\n", def->name);
+	if ((o->payload_rate || o->payload_mode != HP_MODE_FULL) && !o->payload) {
+		fprintf(stderr, "%s: --payload-rate and --payload-mode need --payload\n",
+			def->name);
+		return 2;
+	}
+	if (o->payload_rate && o->payload_mode != HP_MODE_FULL) {
+		fprintf(stderr, "%s: --payload-rate samples full mode only\n", def->name);
 		return 2;
 	}
 	return 0;
@@ -350,7 +369,8 @@ int bench_main(int argc, char **argv, const struct bench_def *def)
 
 	if (def->setup && def->setup(&o))
 		return 1;
-	if (o.payload && !(payload = bench_payload_start(o.payload, o.payload_rate, def->name)))
+	if (o.payload &&
+	    !(payload = bench_payload_start(o.payload, o.payload_mode, o.payload_rate, def->name)))
 		return 1;
 
 	double cpu0 = cpu_seconds();

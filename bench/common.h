@@ -33,6 +33,7 @@ struct bench_opts {
 	bool progress;
 	const char *payload; /* --payload, or NULL */
 	long payload_rate;   /* --payload-rate: bytes between samples, 0 = full mode */
+	int payload_mode;    /* --payload-mode: an enum hp_mode, full by default */
 };
 
 /* A program-specific integer option, --name N, written to *value when given. */

@@ -23,12 +23,12 @@ static void *drain_pipe(void *arg)
 	return NULL;
 }
 
-void *bench_payload_start(const char *path, long rate, const char *name)
+void *bench_payload_start(const char *path, int mode, long rate, const char *name)
 {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	hp_start_fn start = h ? (hp_start_fn)dlsym(h, HP_START_SYMBOL) : NULL;
 	const struct hp_start_args a = {.abi_version = HP_ABI_VERSION,
-					.mode = HP_MODE_FULL,
+					.mode = (uint32_t)mode,
 					.interval_ms = PAYLOAD_ROUND_MS,
 					.max_depth = 64,
 					.sample_rate = (uint64_t)rate};

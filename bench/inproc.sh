@@ -12,7 +12,8 @@
 # repeatable where the attached benchmarks' ratios are not (docs/performance.md,
 # "Instructions, counted"); a few seconds a program, a minute for parse-json.
 # INPROC_PROGRAMS: "program:steps ..." to run instead of the four below; INPROC_RATE: bytes
-# between samples, to count sampled mode instead of full mode.
+# between samples, to count sampled mode instead of full mode; INPROC_MODE: basic or
+# extended, to count that mode.
 bench_me=inproc
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/bench-lib.sh
@@ -60,7 +61,7 @@ per()
 		printf "%.1f %d\n", (y[1] - x[1]) / (y[2] - x[2]), y[2] - x[2] }'
 }
 
-echo "payload: $payload${INPROC_RATE:+, sampled every $INPROC_RATE bytes}"
+echo "payload: $payload${INPROC_RATE:+, sampled every $INPROC_RATE bytes}${INPROC_MODE:+, $INPROC_MODE mode}"
 status=0
 for spec in $programs; do
 	prog=${spec%%:*} steps=${spec#*:}
@@ -69,7 +70,8 @@ for spec in $programs; do
 		status=1
 		continue
 	fi
-	if ! with=$(per "$prog" "$steps" --payload "$payload" ${INPROC_RATE:+--payload-rate "$INPROC_RATE"}) ||
+	if ! with=$(per "$prog" "$steps" --payload "$payload" ${INPROC_RATE:+--payload-rate "$INPROC_RATE"} \
+		${INPROC_MODE:+--payload-mode "$INPROC_MODE"}) ||
 		! without=$(per "$prog" "$steps"); then
 		status=1
 		continue

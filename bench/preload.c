@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hpformat.h"
 #include "inproc-payload.h"
 
 static long env_long(const char *name, long def)
@@ -25,7 +26,8 @@ static long env_long(const char *name, long def)
 static void *starter(void *arg)
 {
 	sleep((unsigned)env_long("HEAPPROF_PRELOAD_DELAY", 2));
-	bench_payload_start(arg, env_long("HEAPPROF_PRELOAD_RATE", 0), "heapprof-preload");
+	bench_payload_start(arg, HP_MODE_FULL, env_long("HEAPPROF_PRELOAD_RATE", 0),
+			    "heapprof-preload");
 	return NULL;
 }
 

@@ -668,10 +668,12 @@ static void test_address_limit(void **state)
 static void *bb[NW][NB];
 static uint64_t usable_freed[NW];
 
+/* Every third block of 1048 bytes by calloc: basic and extended mode's malloc, calloc and
+ * free have hooks of their own (hooks.c, HOOK_COUNTED). */
 static void work_basic(int k)
 {
 	for (int i = 0; i < NB; i++)
-		bb[k][i] = site_malloc(48 + (size_t)(i % 3) * 1000);
+		bb[k][i] = i % 3 == 1 ? calloc(8, 131) : site_malloc(48 + (size_t)(i % 3) * 1000);
 	for (int i = 0; i < NB / 2; i++) {
 		usable_freed[k] += malloc_usable_size(bb[k][i]);
 		free(bb[k][i]);
