@@ -48,7 +48,8 @@ struct dm_chunk {
 _Static_assert(HP_STACKS_MAX_IDS < (1u << DM_STACK_BITS), "stack ids fit in their bits");
 _Static_assert(DM_STACK_BITS + 10 == 29, "the size's bits end below sampled's");
 
-extern _Atomic(struct dm_chunk *) *hp_dm_dir; /* DM_CHUNKS pointers; NULL: the map is off */
+extern _Atomic(struct dm_chunk *) *hp_dm_dir
+    __attribute__((visibility("hidden"))); /* DM_CHUNKS pointers; NULL: the map is off */
 
 static inline int dm_is_block(uint64_t e)
 {

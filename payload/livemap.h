@@ -59,7 +59,7 @@ hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
  * regions at aligned distances (each thread's arena) do not share counters. */
 #define HP_LIVE_FILTER_BITS 18
 #define HP_LIVE_FILTER_SLOTS (1u << HP_LIVE_FILTER_BITS)
-extern _Atomic uint8_t *hp_live_filter;
+extern _Atomic uint8_t *hp_live_filter __attribute__((visibility("hidden")));
 
 static inline _Atomic uint8_t *hp_live_filter_slot(uintptr_t addr)
 {
@@ -79,7 +79,7 @@ static inline int hp_live_absent(uintptr_t addr)
 /* 1 = removed (*v is what it held); 0 = not there. The direct map's inline, the table's
  * in hp_live_table_remove. */
 int hp_live_table_remove(uintptr_t addr, struct hp_live_val *v);
-extern _Atomic int hp_live_spilled;
+extern _Atomic int hp_live_spilled __attribute__((visibility("hidden")));
 __attribute__((always_inline)) static inline int hp_live_remove(uintptr_t addr,
 								struct hp_live_val *v)
 {

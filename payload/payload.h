@@ -48,14 +48,14 @@ struct hp_payload {
 #define HP_DEFAULT_MAX_MEMORY (256ull << 20)
 #define HP_DEFAULT_MAX_MEMORY_PCT 5
 
-extern struct hp_payload hp;
+extern struct hp_payload hp __attribute__((visibility("hidden")));
 
 /* The only exported symbols. */
 #define HP_EXPORT __attribute__((visibility("default")))
 HP_EXPORT int heapprof_start(const struct hp_start_args *args);
 HP_EXPORT int heapprof_stop(void);
 HP_EXPORT int heapprof_release_pipe(void);
-extern _Atomic uint64_t hp_mapped_bytes;
+extern _Atomic uint64_t hp_mapped_bytes __attribute__((visibility("hidden")));
 
 void *hp_map(size_t len);
 void hp_unmap(void *p, size_t len);
@@ -87,7 +87,7 @@ uint32_t hp_now_ms(void);
 /* hp_now_ms when the current round began, set by the collector: a block's birth, to the
  * round. Two clock reads per allocation and free were a tenth of full mode's cost on the
  * free+malloc benchmark. */
-extern _Atomic uint32_t hp_round_ms;
+extern _Atomic uint32_t hp_round_ms __attribute__((visibility("hidden")));
 
 typedef atomic_int hp_spin;
 

@@ -170,7 +170,7 @@ int hp_threads_init(void);
 void hp_threads_fini(void);
 
 #define HP_THREADS_BITS 14
-extern struct hp_thread *hp_threads;
+extern struct hp_thread *hp_threads __attribute__((visibility("hidden")));
 struct hp_thread *hp_thread_self_slow(uintptr_t self);
 
 /* Where the search for a thread's record starts: one multiply (Fibonacci hashing), since
@@ -206,7 +206,7 @@ static inline int hp_sample_hit(struct hp_thread *t, uint64_t n, uint64_t rate)
 uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
 
 /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock (set once at init). */
-extern int hp_threads_fenced;
+extern int hp_threads_fenced __attribute__((visibility("hidden")));
 
 /* The counter at key's home slot in tab (key's or not), NULL when tab is empty. A program
  * that takes turns between a few sites (a server's request) finds each there: inline, that

@@ -133,7 +133,7 @@ static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_
  * the caller then walks, and finds the same frames all the same. Inline, as every
  * allocation of full mode that repeats a path asks it: its common case is a loop over m's
  * words, the rest hp_unwind_memo_repeats_slow's. */
-extern _Atomic unsigned long hp_unwind_gen;
+extern _Atomic unsigned long hp_unwind_gen __attribute__((visibility("hidden")));
 int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
 static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
