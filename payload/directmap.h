@@ -60,7 +60,7 @@ static inline int dm_is_block(uint64_t e)
  * a count in the filter: the direct map is off when it is on). */
 static inline int dm_covers(uintptr_t addr)
 {
-	return hp_dm_dir && !(addr & 15) && !(addr >> 47);
+	return hp_dm_dir && !(addr & (~((1ull << 47) - 1) | 15));
 }
 
 /* The chunk of a covered addr, NULL if none was made. */
