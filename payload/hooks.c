@@ -442,22 +442,32 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	hp_thread_add_alloc(t, hp_site_key(v.stack, hp_size_code(n)), w, n);
 }
 
-/* Under sampling most allocations are only counted: that much is inline in every hook. */
-__attribute__((always_inline)) static inline void record_alloc(struct hp_thread *t, void *p,
-							       size_t n, uintptr_t frame)
+/* Under sampling most allocations are only counted: that much is inline in every hook.
+ * Full mode's: the hooks that basic and extended mode replace (hp_hooks_arm) call it
+ * without testing the mode. */
+__attribute__((always_inline)) static inline void record_alloc_full(struct hp_thread *t, void *p,
+								    size_t n, uintptr_t frame)
 {
 	hp_own_add(&t->tot.allocs, 1);
 	hp_own_add(&t->tot.alloc_bytes, n);
-	if (hp.args.mode != HP_MODE_FULL) {
-		record_alloc_sizes(t, p, n);
-		return;
-	}
 	/* Only the live map's frees ask which block was last (take_last). */
 	t->last_alloc = (uintptr_t)p;
 	uint64_t rate = rate_now();
 	if (rate && !hp_sample_hit(t, n, rate))
 		return;
 	record_alloc_rest(t, p, n, frame);
+}
+
+__attribute__((always_inline)) static inline void record_alloc(struct hp_thread *t, void *p,
+							       size_t n, uintptr_t frame)
+{
+	if (hp.args.mode != HP_MODE_FULL) {
+		hp_own_add(&t->tot.allocs, 1);
+		hp_own_add(&t->tot.alloc_bytes, n);
+		record_alloc_sizes(t, p, n);
+		return;
+	}
+	record_alloc_full(t, p, n, frame);
 }
 
 /* 1 if p was the thread's last allocation, which it then no longer is (a block freed by
@@ -471,14 +481,10 @@ static int take_last(struct hp_thread *t, void *p)
 }
 
 /* Inline in the hooks of free and of the plain deletes, which take nearly every free of a
- * program (one call and one set of saved registers fewer a free); record_free, out of
- * line, in the rest. */
-__attribute__((always_inline)) static inline void record_free_inline(struct hp_thread *t, void *p)
+ * program (one call and one set of saved registers fewer a free) and are full mode's
+ * only (hp_hooks_arm); record_free, out of line, in the rest. */
+__attribute__((always_inline)) static inline void record_free_full(struct hp_thread *t, void *p)
 {
-	if (hp.args.mode != HP_MODE_FULL) {
-		free_unmapped(t, usable(p));
-		return;
-	}
 	struct hp_live_val v;
 	if (hp_live_remove((uintptr_t)p, &v))
 		free_found_inline(t, &v, take_last(t, p));
@@ -488,7 +494,10 @@ __attribute__((always_inline)) static inline void record_free_inline(struct hp_t
 
 __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
 {
-	record_free_inline(t, p);
+	if (hp.args.mode != HP_MODE_FULL)
+		free_unmapped(t, usable(p));
+	else
+		record_free_full(t, p);
 }
 
 /* Under sampling from the start nearly every free is of a block never sampled: the
@@ -509,7 +518,7 @@ static void *hk_malloc(size_t n)
 	GUARDED;
 	void *p = REAL(HK_MALLOC, void *(*)(size_t))(n);
 	if (t && p)
-		record_alloc(t, p, n, HOOK_FRAME);
+		record_alloc_full(t, p, n, HOOK_FRAME);
 	return p;
 }
 
@@ -518,7 +527,7 @@ static void *hk_calloc(size_t a, size_t b)
 	GUARDED;
 	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
 	if (t && p)
-		record_alloc(t, p, a * b, HOOK_FRAME);
+		record_alloc_full(t, p, a * b, HOOK_FRAME);
 	return p;
 }
 
@@ -710,20 +719,20 @@ static int hk_posix_memalign(void **pp, size_t al, size_t n)
 HOOK_AL(hk_aligned_alloc, HK_ALIGNED_ALLOC)
 HOOK_AL(hk_memalign, HK_MEMALIGN)
 
-#define HOOK_1(fn, id)                                                                             \
+#define HOOK_1(fn, id, rec)                                                                        \
 	static void *fn(size_t n)                                                                  \
 	{                                                                                          \
 		GUARDED;                                                                           \
 		void *p = REAL(id, void *(*)(size_t))(n);                                          \
 		if (t && p)                                                                        \
-			record_alloc(t, p, n, HOOK_FRAME);                                         \
+			rec(t, p, n, HOOK_FRAME);                                                  \
 		return p;                                                                          \
 	}
 
-HOOK_1(hk_valloc, HK_VALLOC)
-HOOK_1(hk_pvalloc, HK_PVALLOC)
-HOOK_1(hk_new, HK_NEW)
-HOOK_1(hk_new_arr, HK_NEW_ARR)
+HOOK_1(hk_valloc, HK_VALLOC, record_alloc)
+HOOK_1(hk_pvalloc, HK_PVALLOC, record_alloc)
+HOOK_1(hk_new, HK_NEW, record_alloc_full)
+HOOK_1(hk_new_arr, HK_NEW_ARR, record_alloc_full)
 
 /* The C++ tag arguments (std::nothrow_t const&, std::align_val_t) are passed through as
  * what they are in the ABI: a pointer and a size_t. */
@@ -760,7 +769,7 @@ HOOK_NEW3(hk_new_arr_al_nt, HK_NEW_ARR_AL_NT)
 	{                                                                                          \
 		GUARDED;                                                                           \
 		if (t && p)                                                                        \
-			record_free_inline(t, p);                                                  \
+			record_free_full(t, p);                                                    \
 		REAL(id, void (*)(void *))(p);                                                     \
 	}                                                                                          \
 	static void fn(void *p)                                                                    \
