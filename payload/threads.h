@@ -275,8 +275,10 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 		hp_thread_add_locked(t, key, free, n, size, temp);
 		return;
 	}
-	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
-	atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
+	/* Odd while the add lasts. Only the owner writes seq: it is read again at the end
+	 * rather than kept, which would hold a register across the add (GCC spilled it). */
+	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	/* The compiler must not move the table choice above the mark; the CPU may, and the
 	 * collector's membarrier is what orders the two. */
 	atomic_signal_fence(memory_order_seq_cst);
@@ -293,7 +295,8 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 	}
 	if (hp_site_has_bytes(key))
 		hp_thread_add_bytes(t, a, key, free, n, size);
-	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
+			      memory_order_release);
 }
 
 __attribute__((always_inline)) static inline void
