@@ -66,6 +66,38 @@ static int count_dir(const char *what, pid_t pid)
 	return n;
 }
 
+/* 1 once pid runs exe (its exec done) and its dynamic loader has mapped libc: before
+ * that the injector refuses the process (no shared glibc), and a process just forked
+ * (libc mapped, but the parent's image) or exec'd takes longer than a fixed wait on a slow
+ * host. */
+static int libc_mapped(pid_t pid, const char *exe)
+{
+	char path[64], line[512];
+	ssize_t n;
+	int found = 0;
+	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+	if ((n = readlink(path, line, sizeof line - 1)) < 0)
+		return 0;
+	line[n] = '\0';
+	if (!strstr(line, exe))
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, "/libc.so") != NULL;
+	fclose(f);
+	return found;
+}
+
+static void wait_libc(pid_t pid, const char *exe)
+{
+	for (int i = 0; i < 400 && !libc_mapped(pid, exe); i++)
+		sleep_ms(5);
+	assert_true(libc_mapped(pid, exe));
+}
+
 /* Starts inject-target with its command pipe on fd 3 and waits until its threads run. */
 static pid_t start_target(const char *mode, int *cmd)
 {
@@ -84,6 +116,7 @@ static pid_t start_target(const char *mode, int *cmd)
 	close(p[0]);
 	*cmd = p[1];
 	int want = mode ? 1 : 4;
+	wait_libc(pid, "inject-target");
 	for (int i = 0; i < 200 && count_dir("task", pid) < want; i++)
 		sleep_ms(5);
 	assert_int_equal(count_dir("task", pid), want);
@@ -257,7 +290,7 @@ static void test_already_traced(void **state)
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFSTOPPED(st)); /* the exec stop */
 	assert_int_equal(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
-	sleep_ms(20);
+	wait_libc(pid, "sleep");
 
 	struct hp_error err = {0};
 	int fd = 7;
