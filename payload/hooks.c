@@ -941,6 +941,11 @@ void hp_hooks_arm(void)
 	} else if (hp_live_filter) {
 		hooks[HK_MALLOC].hook = (void *)hk_malloc_sampled;
 		hooks[HK_CALLOC].hook = (void *)hk_calloc_sampled;
+	} else {
+		/* No filter: FREE_SKIPPED would only test that. */
+		hooks[HK_FREE].hook = (void *)hk_free_general;
+		hooks[HK_DEL].hook = (void *)hk_del_general;
+		hooks[HK_DEL_ARR].hook = (void *)hk_del_arr_general;
 	}
 	atomic_store(&patching, 1);
 	atomic_store(&hp.po->recording, 1);
