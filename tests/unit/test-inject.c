@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -66,6 +67,15 @@ static int count_dir(const char *what, pid_t pid)
 	return n;
 }
 
+/* In a child just forked: it dies with the test, which a failed assertion ends while the
+ * child still runs (a spinning target, the signal flood, a traced sleep). */
+static void die_with_parent(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+}
+
 /* 1 once pid runs exe (its exec done) and its dynamic loader has mapped libc: before
  * that the injector refuses the process (no shared glibc), and a process just forked
  * (libc mapped, but the parent's image) or exec'd takes longer than a fixed wait on a slow
@@ -103,9 +113,10 @@ static pid_t start_target(const char *mode, int *cmd)
 {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		die_with_parent(parent);
 		dup2(p[0], 3);
 		if (p[0] != 3)
 			close(p[0]);
@@ -240,8 +251,9 @@ static void test_signals_meanwhile(void **state)
 	int cmd;
 	pid_t pid = start_target("spin", &cmd);
 	int base_fds = count_dir("fd", pid);
-	pid_t flood = fork();
+	pid_t parent = getpid(), flood = fork();
 	if (flood == 0) {
+		die_with_parent(parent);
 		for (;;) {
 			kill(pid, SIGUSR2);
 			usleep(20);
@@ -280,8 +292,9 @@ static void test_no_such_process(void **state)
 static void test_already_traced(void **state)
 {
 	(void)state;
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 	if (pid == 0) {
+		die_with_parent(parent);
 		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
 		execl("/bin/sleep", "sleep", "30", (char *)NULL);
 		_exit(127);
