@@ -442,9 +442,10 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	hp_thread_add_alloc(t, hp_site_key(v.stack, hp_size_code(n)), w, n);
 }
 
-/* Under sampling most allocations are only counted: that much is inline in every hook.
- * Full mode's: the hooks that basic and extended mode replace (hp_hooks_arm) call it
- * without testing the mode. */
+/* Full mode's allocation: the counts and, under sampling, the countdown are inline in
+ * every hook, since most sampled allocations stop there. The hooks that basic and extended
+ * mode replace (hp_hooks_arm) call it directly; the others through record_alloc, which
+ * tests the mode. */
 __attribute__((always_inline)) static inline void record_alloc_full(struct hp_thread *t, void *p,
 								    size_t n, uintptr_t frame)
 {
@@ -578,12 +579,12 @@ static void *hk_calloc_sampled(size_t a, size_t b)
 	return hk_calloc(a, b);
 }
 
-/* Basic and extended mode keep no stacks and no live map, yet the general hooks pay for
+/* Basic and extended mode keep no stacks and no live map, yet the general hooks paid for
  * full mode's paths: its tests, and the registers its inlined code keeps (five saved and
- * restored a call). Their most common calls get hooks of their own (hp_hooks_arm): at
- * half the general hooks' instructions, basic mode had cost more than sampled full mode.
- * free ends in a tail call, its guard cleared first: nothing runs after the real call, and
- * a real free calls no hooked function. */
+ * restored a call). Basic mode cost more than sampled full mode (171 payload instructions
+ * a free+malloc pair against 44), so its most common calls get hooks of their own
+ * (hp_hooks_arm; 119 now). free ends in a tail call, its guard cleared first: nothing runs
+ * after the real call, and a real free calls no hooked function. */
 #define HOOK_COUNTED(fn, id)                                                                       \
 	static void *fn(size_t n)                                                                  \
 	{                                                                                          \
