@@ -358,19 +358,21 @@ __attribute__((noinline)) static void count_size(struct hp_thread *t, size_t n)
 	hp_thread_add_alloc(t, hp_site_key(0, hp_size_code(n)), HP_FX_ONE, n);
 }
 
-/* Basic and extended mode's allocation, after its counts: inline in their own hooks
- * (HOOK_COUNTED), out of line in the general ones. */
-__attribute__((always_inline)) static inline void count_alloc_sizes(struct hp_thread *t, void *p,
-								    size_t n)
+/* Basic and extended mode's allocation: inline in their own hooks (HOOK_COUNTED), out of
+ * line in the general ones (record_alloc_counted). */
+__attribute__((always_inline)) static inline void count_alloc(struct hp_thread *t, void *p,
+							      size_t n)
 {
+	hp_own_add(&t->tot.allocs, 1);
+	hp_own_add(&t->tot.alloc_bytes, n);
 	hp_own_add(&t->tot.alloc_usable, usable(p));
 	if (hp.args.mode == HP_MODE_EXTENDED)
 		count_size(t, n);
 }
 
-__attribute__((noinline)) static void record_alloc_sizes(struct hp_thread *t, void *p, size_t n)
+__attribute__((noinline)) static void record_alloc_counted(struct hp_thread *t, void *p, size_t n)
 {
-	count_alloc_sizes(t, p, n);
+	count_alloc(t, p, n);
 }
 
 /* Full mode's allocation after the counts and the sampling test (record_alloc). */
@@ -462,13 +464,10 @@ __attribute__((always_inline)) static inline void record_alloc_full(struct hp_th
 __attribute__((always_inline)) static inline void record_alloc(struct hp_thread *t, void *p,
 							       size_t n, uintptr_t frame)
 {
-	if (hp.args.mode != HP_MODE_FULL) {
-		hp_own_add(&t->tot.allocs, 1);
-		hp_own_add(&t->tot.alloc_bytes, n);
-		record_alloc_sizes(t, p, n);
-		return;
-	}
-	record_alloc_full(t, p, n, frame);
+	if (hp.args.mode != HP_MODE_FULL)
+		record_alloc_counted(t, p, n);
+	else
+		record_alloc_full(t, p, n, frame);
 }
 
 /* 1 if p was the thread's last allocation, which it then no longer is (a block freed by
@@ -590,11 +589,8 @@ static void *hk_calloc_sampled(size_t a, size_t b)
 	{                                                                                          \
 		GUARDED;                                                                           \
 		void *p = REAL(id, void *(*)(size_t))(n);                                          \
-		if (t && p) {                                                                      \
-			hp_own_add(&t->tot.allocs, 1);                                             \
-			hp_own_add(&t->tot.alloc_bytes, n);                                        \
-			count_alloc_sizes(t, p, n);                                                \
-		}                                                                                  \
+		if (t && p)                                                                        \
+			count_alloc(t, p, n);                                                      \
 		return p;                                                                          \
 	}
 
@@ -606,11 +602,8 @@ static void *hk_calloc_counted(size_t a, size_t b)
 {
 	GUARDED;
 	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
-	if (t && p) {
-		hp_own_add(&t->tot.allocs, 1);
-		hp_own_add(&t->tot.alloc_bytes, a * b);
-		count_alloc_sizes(t, p, a * b);
-	}
+	if (t && p)
+		count_alloc(t, p, a * b);
 	return p;
 }
 
