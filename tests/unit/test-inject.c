@@ -26,6 +26,7 @@
 
 #include "hpformat.h"
 #include "inject/inject.h"
+#include "inject/maps.h"
 
 #define TARGET HP_BUILDDIR "/tests/unit/inject-target"
 #define TESTLIB HP_BUILDDIR "/tests/unit/inject-testlib.so"
@@ -76,29 +77,20 @@ static void die_with_parent(pid_t parent)
 		_exit(127);
 }
 
-/* 1 once pid runs exe (its exec done) and its dynamic loader has mapped libc: before
- * that the injector refuses the process (no shared glibc), and a process just forked
- * (libc mapped, but the parent's image) or exec'd takes longer than a fixed wait on a slow
- * host. */
+/* 1 once pid runs exe (its exec done) and its dynamic loader has mapped libc, found as the
+ * injector finds it (hp_maps_find): before that the injector refuses the process (no
+ * shared glibc). A process just forked (libc mapped, but the parent's image) or exec'd
+ * takes longer than a fixed wait on a slow host. */
 static int libc_mapped(pid_t pid, const char *exe)
 {
 	char path[64], line[512];
 	ssize_t n;
-	int found = 0;
+	struct hp_module_range libc;
 	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
 	if ((n = readlink(path, line, sizeof line - 1)) < 0)
 		return 0;
 	line[n] = '\0';
-	if (!strstr(line, exe))
-		return 0;
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, "/libc.so") != NULL;
-	fclose(f);
-	return found;
+	return strstr(line, exe) && hp_maps_find(pid, hp_maps_is_libc, &libc) == 1;
 }
 
 static void wait_libc(pid_t pid, const char *exe)
