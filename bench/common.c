@@ -220,11 +220,7 @@ static int parse_args(int argc, char **argv, const struct bench_def *def, struct
 				goto bad_value;
 			break;
 		case OPT_PAYLOAD_MODE:
-			if (!strcmp(optarg, "basic"))
-				o->payload_mode = HP_MODE_BASIC;
-			else if (!strcmp(optarg, "extended"))
-				o->payload_mode = HP_MODE_EXTENDED;
-			else if (strcmp(optarg, "full"))
+			if (!(o->payload_mode = (int)hp_mode_from_name(optarg)))
 				goto bad_value;
 			break;
 		case OPT_HELP:

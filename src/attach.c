@@ -183,13 +183,7 @@ static int parse_options(int argc, char **argv, struct options *o, int *status)
 			o->batch = 1;
 			break;
 		case OPT_MODE:
-			if (strcmp(optarg, "basic") == 0) {
-				o->mode = HP_MODE_BASIC;
-			} else if (strcmp(optarg, "extended") == 0) {
-				o->mode = HP_MODE_EXTENDED;
-			} else if (strcmp(optarg, "full") == 0) {
-				o->mode = HP_MODE_FULL;
-			} else {
+			if (!(o->mode = hp_mode_from_name(optarg))) {
 				*status = hp_cli_usage_error(
 				    PROG, "invalid --mode '%s': give basic, extended or full",
 				    optarg);

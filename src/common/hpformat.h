@@ -32,6 +32,7 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <string.h>
 
 #define HP_MAGIC "HEAPPROF"    /* 8 bytes, no terminator in the file */
 #define HP_FORMAT_VERSION 3    /* 3: temporary frees as below, ages to the round */
@@ -67,6 +68,15 @@ enum hp_mode {
 	HP_MODE_EXTENDED = 2, /* plus a size histogram */
 	HP_MODE_FULL = 3,     /* plus a stack per allocation and an exact live map */
 };
+
+/* The mode named s as --mode takes it (basic, extended, full), 0 for no mode. */
+static inline uint32_t hp_mode_from_name(const char *s)
+{
+	return !strcmp(s, "basic")	? HP_MODE_BASIC
+	       : !strcmp(s, "extended") ? HP_MODE_EXTENDED
+	       : !strcmp(s, "full")	? HP_MODE_FULL
+					: 0;
+}
 
 /* HELLO: first record of a stream. */
 struct hp_hello {
