@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -47,6 +48,7 @@ struct buf {
 
 struct mod {
 	uintptr_t bias, phdr;
+	uintptr_t lo, hi; /* its mapped range */
 	uint32_t id;
 	uint8_t seen;
 	uint8_t gone; /* unloaded; its UNLOADED record waits one round */
@@ -70,6 +72,11 @@ static struct {
 	int taking_stacks; /* the round's stacks are going into sb (sb_flush) */
 	int flush_rc;	   /* the first failed write of the round's early flushes; 0 */
 	struct buf mb, mb_spare, sb;
+	/* Loads into the range of a module already sent, each with the first stack id
+	 * interned after its load began in its MODULE record's reserved field: the viewer
+	 * must read the stacks of the module it replaces first (held_emit). nheld: records. */
+	struct buf hold;
+	atomic_uint nheld;
 	struct hp_site_tab merged;
 	struct mod *mods;
 	uint32_t nmods, next_mod_id;
@@ -137,46 +144,75 @@ static void merge_cb(const struct hp_site_ctr *s, void *arg)
 	hp_site_tab_add(&c.merged, s);
 }
 
+/* The held loads (c.hold) whose first stack id is at most upto go into sb, in the order they
+ * were noted, with the reserved field zeroed as the format wants it. A record is sized under
+ * mods_lock, given its room in sb without it (sb_take may flush, which takes the lock), and
+ * copied under it: only the collector takes records off the front. */
+static void held_emit(uint32_t upto)
+{
+	while (atomic_load_explicit(&c.nheld, memory_order_relaxed)) {
+		struct hp_rec_hdr h;
+		struct hp_module m;
+		pthread_mutex_lock(&mods_lock);
+		memcpy(&h, c.hold.p, sizeof h);
+		memcpy(&m, c.hold.p + sizeof h, sizeof m);
+		pthread_mutex_unlock(&mods_lock);
+		if (m.reserved > upto)
+			return;
+		size_t n = sizeof h + h.len;
+		uint8_t *d = sb_take(n);
+		pthread_mutex_lock(&mods_lock);
+		if (d) {
+			memcpy(d, c.hold.p, n);
+			memset(d + sizeof h + offsetof(struct hp_module, reserved), 0,
+			       sizeof m.reserved);
+		}
+		memmove(c.hold.p, c.hold.p + n, c.hold.len - n);
+		c.hold.len -= n;
+		atomic_fetch_sub(&c.nheld, 1);
+		pthread_mutex_unlock(&mods_lock);
+	}
+}
+
 static void stack_cb(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg)
 {
 	(void)arg;
+	held_emit(id);
 	struct hp_stack s = {.id = id, .depth = depth};
 	sb_rec(HP_REC_STACK, &s, sizeof s, frames, depth * (uint32_t)sizeof *frames);
 }
 
-static void module_rec(uint32_t id, uint32_t flags, const struct dl_phdr_info *info)
+/* 0, or -1 when b had no room (b->oom: the round counts it lost). */
+static int module_rec(struct buf *b, const struct mod *mod, const struct dl_phdr_info *info,
+		      uint32_t first_stack)
 {
-	struct hp_module m = {.id = id, .flags = flags};
-	const char *path = "";
+	struct hp_module m = {.id = mod->id,
+			      .bias = info->dlpi_addr,
+			      .start = mod->lo,
+			      .end = mod->hi,
+			      .reserved = first_stack};
+	const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : c.exe;
 	const uint8_t *bid = NULL;
-	if (info) {
-		uintptr_t lo, hi;
-		got_module_range(info, &lo, &hi);
-		path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : c.exe;
-		m.bias = info->dlpi_addr;
-		m.start = lo;
-		m.end = hi;
-		m.build_id_len = hp_build_id(info, &bid);
-	}
+	m.build_id_len = hp_build_id(info, &bid);
 	size_t pl = strlen(path);
 	m.path_len = (uint16_t)(pl > UINT16_MAX ? UINT16_MAX : pl);
 	uint8_t *d =
-	    buf_take(&c.mb, sizeof(struct hp_rec_hdr) + sizeof m + m.path_len + m.build_id_len);
+	    buf_take(b, sizeof(struct hp_rec_hdr) + sizeof m + m.path_len + m.build_id_len);
 	if (!d)
-		return;
+		return -1;
 	d += hp_rec_put_hdr(d, HP_REC_MODULE, (uint32_t)(sizeof m + m.path_len + m.build_id_len));
 	memcpy(d, &m, sizeof m);
 	memcpy(d + sizeof m, path, m.path_len);
 	if (m.build_id_len)
 		memcpy(d + sizeof m + m.path_len, bid, m.build_id_len);
+	return 0;
 }
 
 /* Runs under the loader's lock and mods_lock: formats records into memory, never writes
- * the pipe. */
+ * the pipe. arg: the first stack id that may lie in a module loaded now (a uint32_t). */
 static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	(void)arg;
 	if (info->dlpi_addr == hp.base || info->dlpi_phnum == 0)
 		return 0;
 	for (uint32_t i = 0; i < c.nmods; i++) {
@@ -188,12 +224,25 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (c.nmods == MAX_MODULES)
 		return 0;
-	struct mod *m = &c.mods[c.nmods++];
+	struct mod *m = &c.mods[c.nmods];
 	*m = (struct mod){.bias = info->dlpi_addr,
 			  .phdr = (uintptr_t)info->dlpi_phdr,
 			  .id = ++c.next_mod_id,
 			  .seen = 1};
-	module_rec(m->id, 0, info);
+	got_module_range(info, &m->lo, &m->hi);
+	/* A library unloaded and another loaded at its addresses within one round: the
+	 * stacks of the first, interned before this load began, must reach the viewer
+	 * before the record that replaces it there (held_emit). */
+	int reuses = 0;
+	for (uint32_t i = 0; i < c.nmods && !reuses; i++)
+		reuses = c.mods[i].lo < m->hi && m->lo < c.mods[i].hi;
+	c.nmods++;
+	if (!reuses) {
+		(void)module_rec(&c.mb, m, info, 0);
+		return 0;
+	}
+	if (module_rec(&c.hold, m, info, *(const uint32_t *)arg) == 0)
+		atomic_fetch_add(&c.nheld, 1);
 	return 0;
 }
 
@@ -220,20 +269,21 @@ static void scan_modules(int final)
 	drop_gone();
 	for (uint32_t i = 0; i < c.nmods; i++)
 		c.mods[i].seen = 0;
-	dl_iterate_phdr(module_cb, NULL);
+	uint32_t first = hp_stacks_end();
+	dl_iterate_phdr(module_cb, &first);
 	for (uint32_t i = 0; i < c.nmods; i++)
 		c.mods[i].gone = !c.mods[i].seen;
 	if (final)
 		drop_gone();
 }
 
-void hp_collector_note_modules(void)
+void hp_collector_note_modules(uint32_t first_stack)
 {
 	if (!atomic_load(&noting))
 		return;
 	pthread_mutex_lock(&mods_lock);
 	if (atomic_load(&noting))
-		dl_iterate_phdr(module_cb, NULL);
+		dl_iterate_phdr(module_cb, &first_stack);
 	pthread_mutex_unlock(&mods_lock);
 }
 
@@ -291,10 +341,11 @@ static int write_out(const void *buf, size_t len)
 static struct buf mods_take(int whole, int final)
 {
 	pthread_mutex_lock(&mods_lock);
+	uint32_t first = hp_stacks_end();
 	if (whole)
 		scan_modules(final);
 	else
-		dl_iterate_phdr(module_cb, NULL);
+		dl_iterate_phdr(module_cb, &first);
 	struct buf mods = c.mb;
 	c.mb = c.mb_spare;
 	pthread_mutex_unlock(&mods_lock);
@@ -551,6 +602,7 @@ static int round_once(uint32_t flags)
 	hp_stacks_each_new(stack_cb, NULL);
 	c.taking_stacks = 0;
 	struct buf mods = mods_take(1, flags & HP_ROUND_FINAL);
+	held_emit(UINT32_MAX);
 	sites_recs();
 	hp_site_tab_clear(&c.merged);
 	live_recs();
@@ -579,7 +631,8 @@ static int round_once(uint32_t flags)
 	    .live_blocks = clamp_sub(now.allocs, frees),
 	    .live_bytes =
 		clamp_sub(hp.args.mode == HP_MODE_FULL ? now.alloc_bytes : now.alloc_usable, freed),
-	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) + (mods.oom || c.sb.oom) + la.full,
+	    .lost = now.lost + atomic_load(&hp_lost_unrecorded) +
+		    (mods.oom || c.sb.oom || c.hold.oom) + la.full,
 	    .payload_bytes = held,
 	};
 	sb_rec(HP_REC_ROUND, &r, sizeof r, NULL, 0);
@@ -710,9 +763,12 @@ void hp_collector_fini(void)
 		hp_unmap(c.mb_spare.p, c.mb_spare.cap);
 	if (c.sb.p)
 		hp_unmap(c.sb.p, c.sb.cap);
+	if (c.hold.p)
+		hp_unmap(c.hold.p, c.hold.cap);
 	hp_site_tab_free(&c.merged);
 	if (c.mods)
 		hp_unmap(c.mods, MAX_MODULES * sizeof *c.mods);
-	c.mb = c.mb_spare = c.sb = (struct buf){0};
+	c.mb = c.mb_spare = c.sb = c.hold = (struct buf){0};
+	atomic_store(&c.nheld, 0);
 	c.mods = NULL;
 }

@@ -21,8 +21,10 @@ int hp_collector_start(int wfd, uint64_t start_mono_ns);
 void hp_collector_stop(void);
 void hp_collector_fini(void);
 /* After a dlopen, from any thread: sends the modules it loaded with this round, so a
- * library unloaded before the round ends still names its stacks. */
-void hp_collector_note_modules(void);
+ * library unloaded before the round ends still names its stacks. first_stack:
+ * hp_stacks_end() before the dlopen began; a load into another module's addresses goes to
+ * the viewer after the stacks interned before it. */
+void hp_collector_note_modules(uint32_t first_stack);
 /* In a forked child: the pipe belongs to the parent's session. */
 void hp_collector_forget(void);
 /* In a child forked past the fork hook (daemon(), a raw clone), from its first hooked

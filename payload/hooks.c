@@ -834,6 +834,7 @@ static void *dlopen_probe(const char *file, int mode)
  * found it (its DT_RUNPATH, $ORIGIN, namespace), not as the payload would. */
 static void *hk_dlopen(const char *file, int mode)
 {
+	uint32_t first_stack = hp_stacks_end();
 	void *h = hp_dlopen_as(__builtin_return_address(0), REAL(HK_DLOPEN, hp_dlopen_fn),
 			       dlopen_probe, file, mode);
 	if (!h)
@@ -842,7 +843,7 @@ static void *hk_dlopen(const char *file, int mode)
 	if (t) {
 		hp_hooks_resolve();
 		hp_patch_all();
-		hp_collector_note_modules();
+		hp_collector_note_modules(first_stack);
 	}
 	return h;
 }
