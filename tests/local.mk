@@ -94,6 +94,7 @@ HP_STATE_TESTS = \
 	tests/integration/test-e2e-dlopen.sh \
 	tests/integration/test-e2e-dlopen-brief.sh \
 	tests/integration/test-e2e-dlopen-runpath.sh \
+	tests/integration/test-e2e-dlopen-moved.sh \
 	tests/integration/test-e2e-jemalloc.sh \
 	tests/integration/test-e2e-tcmalloc.sh
 TESTS += $(HP_STATE_TESTS)

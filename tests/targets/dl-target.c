@@ -7,23 +7,29 @@
  *            check it is gone; then free the blocks the previous call handed over
  *            (checking their fill) and keep this call's. Answers "done", or "failed" with
  *            the reason on stderr.
+ *   shift    from now on, after each dlclose, maps a page where the library was and keeps
+ *            it, so the next dlopen puts the library and what it loads at other addresses,
+ *            into the range of what was unloaded; answers "shifted".
  *   ping     answers "pong" without allocating.
  *   exit     (or end of input) frees what is kept; the process exits 0 (1 if a block was
  *            found corrupted).
  * The main program itself never calls malloc or free on the library's blocks except to
  * free the handed-over ones, so every allocation at the library's sites is its own.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static const char *library;
 static unsigned nallocs;
 static unsigned char **kept, **fresh;
 static int corrupted;
+static int shifting;
 
 /* The library's fill, repeated here: the library is unloaded when its blocks are checked. */
 static unsigned char fill_of(unsigned k)
@@ -69,6 +75,10 @@ static int cycle(unsigned i, long ms)
 
 	int (*run)(unsigned, unsigned char **) =
 	    (int (*)(unsigned, unsigned char **))dlsym(h, "dltest_run");
+	Dl_info where = {0};
+
+	if (run)
+		dladdr((void *)run, &where);
 
 	if (!run || run(nallocs, fresh) < 0) {
 		fprintf(stderr, "dl-target: dltest_run failed\n");
@@ -85,6 +95,12 @@ static int cycle(unsigned i, long ms)
 	if (h) {
 		fprintf(stderr, "dl-target: %s is still loaded after dlclose\n", library);
 		dlclose(h);
+		return -1;
+	}
+	if (shifting && where.dli_fbase &&
+	    mmap(where.dli_fbase, 4096, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == MAP_FAILED) {
+		perror("dl-target: mmap");
 		return -1;
 	}
 	free_kept();
@@ -131,6 +147,9 @@ int main(int argc, char **argv)
 			while (i < n && cycle(i, ms) == 0)
 				i++;
 			say(i == n ? "done" : "failed");
+		} else if (!strcmp(line, "shift")) {
+			shifting = 1;
+			say("shifted");
 		} else if (!strcmp(line, "ping")) {
 			say("pong");
 		} else if (!strcmp(line, "exit")) {
