@@ -18,6 +18,19 @@ dl_require()
 	line_cache=$(hp_source_line "$src" '/* HP_SITE_DLCACHE */') || exit 99
 }
 
+# dl_start_runpath K: dl-target on lib/libdlrunpath.so (tests/targets/dlrunpath.c), which
+# finds libdltest.so in lib/plugins through its DT_RUNPATH, making K allocations a call;
+# one cycle before attaching shows the layout works.
+dl_start_runpath()
+{
+	dl_require "$HP_TARGETS/libdlrunpath.so"
+	mkdir -p "$hp_tmp/lib/plugins"
+	cp "$HP_TARGETS/libdlrunpath.so" "$hp_tmp/lib/"
+	cp "$DL_LIB" "$hp_tmp/lib/plugins/"
+	hp_start_target "$DL_TARGET" "$hp_tmp/lib/libdlrunpath.so" "$1"
+	dl_go 1 10 "before attaching"
+}
+
 # dl_go N MS [WHAT]: N dlopen/call/dlclose cycles holding the library MS ms; fails the test
 # unless dl-target answers "done".
 dl_go()

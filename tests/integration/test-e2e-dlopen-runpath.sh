@@ -15,13 +15,7 @@
 . "$(dirname "$0")/lib-dltest.sh"
 
 K=200 N=4
-dl_require "$HP_TARGETS/libdlrunpath.so"
-mkdir -p "$hp_tmp/lib/plugins"
-cp "$HP_TARGETS/libdlrunpath.so" "$hp_tmp/lib/"
-cp "$DL_LIB" "$hp_tmp/lib/plugins/"
-
-hp_start_target "$DL_TARGET" "$hp_tmp/lib/libdlrunpath.so" $K
-dl_go 1 10 "before attaching"
+dl_start_runpath $K
 fds=$(hp_fd_count "$TARGET_PID")
 hp_attach --batch --interval 50 --output "$hp_tmp/p.hpf" "$TARGET_PID"
 dl_go $N 100 "attached"
