@@ -263,13 +263,12 @@ static void drop_gone(void)
 /* Under mods_lock, after the round's stacks went into sb. A module found unloaded is
  * announced in sb a round later (at once in the final round): a stack captured in it just
  * before its dlclose may have been interned after this round's stacks were taken, and the
- * viewer must still know the module when that stack arrives. */
-static void scan_modules(int final)
+ * viewer must still know the module when that stack arrives. first: module_cb's arg. */
+static void scan_modules(int final, uint32_t first)
 {
 	drop_gone();
 	for (uint32_t i = 0; i < c.nmods; i++)
 		c.mods[i].seen = 0;
-	uint32_t first = hp_stacks_end();
 	dl_iterate_phdr(module_cb, &first);
 	for (uint32_t i = 0; i < c.nmods; i++)
 		c.mods[i].gone = !c.mods[i].seen;
@@ -343,7 +342,7 @@ static struct buf mods_take(int whole, int final)
 	pthread_mutex_lock(&mods_lock);
 	uint32_t first = hp_stacks_end();
 	if (whole)
-		scan_modules(final);
+		scan_modules(final, first);
 	else
 		dl_iterate_phdr(module_cb, &first);
 	struct buf mods = c.mb;
