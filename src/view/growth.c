@@ -14,24 +14,12 @@ struct row {
 	struct gf_fit fit;
 };
 
-enum { OPT_TOP = 1 };
-
-static const struct option options[] = {
-    {"top", required_argument, NULL, OPT_TOP},
-    {0},
-};
-
-static int on_opt(int val, const char *arg, void *ctx)
-{
-	return val == OPT_TOP ? report_parse_top(&view_cmd_growth, arg, ctx) : VIEW_EXIT_USAGE;
-}
-
 static int cmp_row(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
 	if (x->fit.slope != y->fit.slope)
 		return x->fit.slope > y->fit.slope ? -1 : 1;
-	return x->site->addr < y->site->addr ? -1 : x->site->addr > y->site->addr;
+	return report_cmp_addr(x->site, y->site);
 }
 
 static void print_json(const struct profile *p, const struct row *rows, size_t n)
@@ -59,11 +47,7 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 		printf("No site's live bytes grow across the %zu rounds.\n", p->nrounds);
 		return;
 	}
-	uint64_t *addrs = malloc(shown * sizeof *addrs + 1);
-	for (size_t i = 0; addrs && i < shown; i++)
-		addrs[i] = rows[i].site->addr;
-	int fw = addrs ? report_func_width(p, addrs, shown) : REPORT_FUNC_WIDTH_MAX;
-	free(addrs);
+	int fw = report_func_width(p, rows, shown, sizeof *rows);
 	printf("%14s %6s %12s  %-*s  %s\n", "GROWTH", "R2", "LIVE", fw, "FUNCTION", "LOCATION");
 	for (size_t i = 0; i < shown; i++) {
 		const struct pf_site *s = rows[i].site;
@@ -83,42 +67,35 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 
 static int run(int argc, char **argv)
 {
-	long top = -1;
-	struct view_args args;
-	int rc = view_parse(&view_cmd_growth, argc, argv, options, on_opt, &top, &args);
+	struct report_run r;
+	int rc = report_start(&r, &view_cmd_growth, argc, argv, sizeof(struct row));
 	if (rc)
 		return rc < 0 ? 0 : rc;
-	struct profile p;
-	if (view_load(&args, &p) < 0)
-		return VIEW_EXIT_ERROR;
-	struct gf_fit *fit = calloc(p.nsites + 1, sizeof *fit);
-	struct row *rows = calloc(p.nsites + 1, sizeof *rows);
-	if (!fit || !rows || gf_fit_sites(&p, fit) < 0) {
-		view_error("out of memory fitting %zu sites: free memory and retry", p.nsites);
+	struct gf_fit *fit = calloc(r.p.nsites + 1, sizeof *fit);
+	if (!fit || gf_fit_sites(&r.p, fit) < 0) {
+		view_error("out of memory fitting %zu sites: free memory and retry", r.p.nsites);
 		free(fit);
-		free(rows);
-		pf_free(&p);
+		report_end(&r);
 		return VIEW_EXIT_ERROR;
 	}
+	struct row *rows = r.rows;
 	size_t n = 0;
-	for (size_t i = 0; i < p.nsites; i++)
+	for (size_t i = 0; i < r.p.nsites; i++)
 		if (fit[i].slope > 0)
-			rows[n++] = (struct row){&p.sites[i], fit[i]};
+			rows[n++] = (struct row){&r.p.sites[i], fit[i]};
 	qsort(rows, n, sizeof *rows, cmp_row);
-	size_t shown = report_count(top, args.json, n);
-	if (args.json)
-		print_json(&p, rows, shown);
+	size_t shown = report_count(r.top, r.args.json, n);
+	if (r.args.json)
+		print_json(&r.p, rows, shown);
 	else
-		print_text(&p, rows, n, shown);
+		print_text(&r.p, rows, n, shown);
 	free(fit);
-	free(rows);
-	pf_free(&p);
-	return 0;
+	return report_end(&r);
 }
 
 const struct view_cmd view_cmd_growth = {
     .name = "growth",
     .summary = "Rank the sites by how fast their live bytes grow (least-squares slope, r2)",
-    .options = "  --top N          show the first N sites (default 20 in text, all in JSON)\n",
+    .options = REPORT_TOP_HELP,
     .run = run,
 };

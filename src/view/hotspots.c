@@ -8,8 +8,6 @@
 #include "text.h"
 #include "view.h"
 
-#define FUNC_WIDTH_MAX REPORT_FUNC_WIDTH_MAX
-
 enum sort_key { SORT_ALLOCS, SORT_BYTES, SORT_LIVE, SORT_TEMP };
 
 struct hotspots_opts {
@@ -64,13 +62,12 @@ static int cmp_row(const void *a, const void *b)
 		return x->key > y->key ? -1 : 1;
 	if (x->key2 != y->key2)
 		return x->key2 > y->key2 ? -1 : 1;
-	/* Equal numbers: by address, so the output is the same on every run. */
-	return x->site->addr < y->site->addr ? -1 : x->site->addr > y->site->addr;
+	return report_cmp_addr(x->site, y->site);
 }
 
 static struct row *sorted_rows(const struct profile *p, enum sort_key sort)
 {
-	struct row *rows = calloc(p->nsites ? p->nsites : 1, sizeof *rows);
+	struct row *rows = report_rows(p, sizeof *rows);
 	if (!rows)
 		return NULL;
 	for (size_t i = 0; i < p->nsites; i++) {
@@ -125,19 +122,12 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 		       const struct hotspots_opts *o)
 {
 	char func[512], where[512], a[32], b[32];
-	int fw = (int)strlen("FUNCTION");
 	if (!p->nsites) {
 		printf("No allocation sites: the profile has no stacks with numbers (stacks are "
 		       "recorded in full mode only).\n");
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		struct pf_loc l;
-		loc_get(p, rows[i].site->addr, 0, &l);
-		int w = (int)strlen(text_site_function(func, sizeof func, &l));
-		if (w > fw)
-			fw = w < FUNC_WIDTH_MAX ? w : FUNC_WIDTH_MAX;
-	}
+	int fw = report_func_width(p, rows, n, sizeof *rows);
 	printf("%11s %12s %12s  %-*s  %s\n", "ALLOCATIONS", "BYTES", "LIVE", fw, "FUNCTION",
 	       "LOCATION");
 	for (size_t i = 0; i < n; i++) {
@@ -166,7 +156,6 @@ static int run(int argc, char **argv)
 		return VIEW_EXIT_ERROR;
 	struct row *rows = sorted_rows(&p, o.sort);
 	if (!rows) {
-		view_error("out of memory sorting %zu sites: free memory and retry", p.nsites);
 		pf_free(&p);
 		return VIEW_EXIT_ERROR;
 	}

@@ -13,18 +13,6 @@ struct row {
 	struct pf_live live;
 };
 
-enum { OPT_TOP = 1 };
-
-static const struct option options[] = {
-    {"top", required_argument, NULL, OPT_TOP},
-    {0},
-};
-
-static int on_opt(int val, const char *arg, void *ctx)
-{
-	return val == OPT_TOP ? report_parse_top(&view_cmd_leaks, arg, ctx) : VIEW_EXIT_USAGE;
-}
-
 static int cmp_row(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
@@ -32,7 +20,7 @@ static int cmp_row(const void *a, const void *b)
 		return x->live.bytes > y->live.bytes ? -1 : 1;
 	if (x->live.blocks != y->live.blocks)
 		return x->live.blocks > y->live.blocks ? -1 : 1;
-	return x->site->addr < y->site->addr ? -1 : x->site->addr > y->site->addr;
+	return report_cmp_addr(x->site, y->site);
 }
 
 /* With LIVE records they are the truth (exact even when sampling); without them (the target
@@ -92,11 +80,7 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 		printf("No live blocks at the end of the profile.\n");
 		return;
 	}
-	uint64_t *addrs = malloc(shown * sizeof *addrs + 1);
-	for (size_t i = 0; addrs && i < shown; i++)
-		addrs[i] = rows[i].site->addr;
-	int fw = addrs ? report_func_width(p, addrs, shown) : REPORT_FUNC_WIDTH_MAX;
-	free(addrs);
+	int fw = report_func_width(p, rows, shown, sizeof *rows);
 	printf("%11s %12s %12s %12s  %-*s  %s\n", "LIVE BLOCKS", "LIVE BYTES", "OLDEST", "MEAN AGE",
 	       fw, "FUNCTION", "LOCATION");
 	for (size_t i = 0; i < shown; i++) {
@@ -117,33 +101,21 @@ static void print_text(const struct profile *p, const struct row *rows, size_t n
 
 static int run(int argc, char **argv)
 {
-	long top = -1;
-	struct view_args args;
-	int rc = view_parse(&view_cmd_leaks, argc, argv, options, on_opt, &top, &args);
+	struct report_run r;
+	int rc = report_start(&r, &view_cmd_leaks, argc, argv, sizeof(struct row));
 	if (rc)
 		return rc < 0 ? 0 : rc;
-	struct profile p;
-	if (view_load(&args, &p) < 0)
-		return VIEW_EXIT_ERROR;
-	struct row *rows = calloc(p.nsites + 1, sizeof *rows);
-	if (!rows) {
-		view_error("out of memory sorting %zu sites: free memory and retry", p.nsites);
-		pf_free(&p);
-		return VIEW_EXIT_ERROR;
-	}
-	size_t n = collect(&p, rows), shown = report_count(top, args.json, n);
-	if (args.json)
-		print_json(&p, rows, shown);
+	size_t n = collect(&r.p, r.rows), shown = report_count(r.top, r.args.json, n);
+	if (r.args.json)
+		print_json(&r.p, r.rows, shown);
 	else
-		print_text(&p, rows, n, shown);
-	free(rows);
-	pf_free(&p);
-	return 0;
+		print_text(&r.p, r.rows, n, shown);
+	return report_end(&r);
 }
 
 const struct view_cmd view_cmd_leaks = {
     .name = "leaks",
     .summary = "List the sites with blocks still live at the end, with their ages",
-    .options = "  --top N          show the first N sites (default 20 in text, all in JSON)\n",
+    .options = REPORT_TOP_HELP,
     .run = run,
 };

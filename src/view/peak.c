@@ -12,24 +12,12 @@ struct row {
 	int64_t blocks, bytes; /* live at the peak round */
 };
 
-enum { OPT_TOP = 1 };
-
-static const struct option options[] = {
-    {"top", required_argument, NULL, OPT_TOP},
-    {0},
-};
-
-static int on_opt(int val, const char *arg, void *ctx)
-{
-	return val == OPT_TOP ? report_parse_top(&view_cmd_peak, arg, ctx) : VIEW_EXIT_USAGE;
-}
-
 static int cmp_row(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
 	if (x->bytes != y->bytes)
 		return x->bytes > y->bytes ? -1 : 1;
-	return x->site->addr < y->site->addr ? -1 : x->site->addr > y->site->addr;
+	return report_cmp_addr(x->site, y->site);
 }
 
 static size_t collect(const struct profile *p, size_t round, struct row *rows)
@@ -97,11 +85,7 @@ static void print_text(const struct profile *p, const struct hp_round *r, const 
 		printf("No site had live bytes then.\n");
 		return;
 	}
-	uint64_t *addrs = malloc(shown * sizeof *addrs + 1);
-	for (size_t i = 0; addrs && i < shown; i++)
-		addrs[i] = rows[i].site->addr;
-	int fw = addrs ? report_func_width(p, addrs, shown) : REPORT_FUNC_WIDTH_MAX;
-	free(addrs);
+	int fw = report_func_width(p, rows, shown, sizeof *rows);
 	printf("%12s %7s %11s  %-*s  %s\n", "LIVE BYTES", "SHARE", "LIVE BLOCKS", fw, "FUNCTION",
 	       "LOCATION");
 	for (size_t i = 0; i < shown; i++) {
@@ -117,35 +101,24 @@ static void print_text(const struct profile *p, const struct hp_round *r, const 
 
 static int run(int argc, char **argv)
 {
-	long top = -1;
-	struct view_args args;
-	int rc = view_parse(&view_cmd_peak, argc, argv, options, on_opt, &top, &args);
+	struct report_run r;
+	int rc = report_start(&r, &view_cmd_peak, argc, argv, sizeof(struct row));
 	if (rc)
 		return rc < 0 ? 0 : rc;
-	struct profile p;
-	if (view_load(&args, &p) < 0)
-		return VIEW_EXIT_ERROR;
-	struct row *rows = calloc(p.nsites + 1, sizeof *rows);
-	if (!rows) {
-		view_error("out of memory sorting %zu sites: free memory and retry", p.nsites);
-		pf_free(&p);
-		return VIEW_EXIT_ERROR;
-	}
-	size_t peak = pf_peak_round(&p);
-	const struct hp_round *r = p.nrounds ? &p.rounds[peak] : NULL;
-	size_t n = r ? collect(&p, peak, rows) : 0, shown = report_count(top, args.json, n);
-	if (args.json)
-		print_json(&p, r, rows, shown);
+	size_t peak = pf_peak_round(&r.p);
+	const struct hp_round *round = r.p.nrounds ? &r.p.rounds[peak] : NULL;
+	size_t n = round ? collect(&r.p, peak, r.rows) : 0,
+	       shown = report_count(r.top, r.args.json, n);
+	if (r.args.json)
+		print_json(&r.p, round, r.rows, shown);
 	else
-		print_text(&p, r, rows, n, shown);
-	free(rows);
-	pf_free(&p);
-	return 0;
+		print_text(&r.p, round, r.rows, n, shown);
+	return report_end(&r);
 }
 
 const struct view_cmd view_cmd_peak = {
     .name = "peak",
     .summary = "Show live memory by site at the round with the most live bytes",
-    .options = "  --top N          show the first N sites (default 20 in text, all in JSON)\n",
+    .options = REPORT_TOP_HELP,
     .run = run,
 };

@@ -17,6 +17,53 @@ int report_parse_top(const struct view_cmd *c, const char *arg, long *top)
 	return 0;
 }
 
+struct top_arg {
+	const struct view_cmd *c;
+	long top;
+};
+
+static int on_top(int val, const char *arg, void *ctx)
+{
+	struct top_arg *t = ctx;
+	return val == 1 ? report_parse_top(t->c, arg, &t->top) : VIEW_EXIT_USAGE;
+}
+
+void *report_rows(const struct profile *p, size_t size)
+{
+	void *rows = calloc(p->nsites + 1, size);
+	if (!rows)
+		view_error("out of memory sorting %zu sites: free memory and retry", p->nsites);
+	return rows;
+}
+
+int report_start(struct report_run *r, const struct view_cmd *c, int argc, char **argv,
+		 size_t row_size)
+{
+	static const struct option options[] = {
+	    {"top", required_argument, NULL, 1},
+	    {0},
+	};
+	struct top_arg ctx = {c, -1};
+	int rc = view_parse(c, argc, argv, options, on_top, &ctx, &r->args);
+	r->top = ctx.top;
+	if (rc)
+		return rc;
+	if (view_load(&r->args, &r->p) < 0)
+		return VIEW_EXIT_ERROR;
+	if (!(r->rows = report_rows(&r->p, row_size))) {
+		pf_free(&r->p);
+		return VIEW_EXIT_ERROR;
+	}
+	return 0;
+}
+
+int report_end(struct report_run *r)
+{
+	free(r->rows);
+	pf_free(&r->p);
+	return 0;
+}
+
 size_t report_count(long top, int json, size_t n)
 {
 	long t = top >= 0 ? top : json ? 0 : REPORT_TEXT_TOP;
@@ -80,18 +127,25 @@ void report_names(const struct profile *p, uint64_t addr, char *func, size_t nf,
 	text_site_where(where, nw, &l);
 }
 
-int report_func_width(const struct profile *p, const uint64_t *addrs, size_t n)
+int report_func_width(const struct profile *p, const void *rows, size_t n, size_t size)
 {
 	char func[512];
 	int fw = (int)strlen("FUNCTION");
 	for (size_t i = 0; i < n; i++) {
+		const struct pf_site *s;
+		memcpy(&s, (const char *)rows + i * size, sizeof s);
 		struct pf_loc l;
-		loc_get(p, addrs[i], 0, &l);
+		loc_get(p, s->addr, 0, &l);
 		int w = (int)strlen(text_site_function(func, sizeof func, &l));
 		if (w > fw)
 			fw = w < REPORT_FUNC_WIDTH_MAX ? w : REPORT_FUNC_WIDTH_MAX;
 	}
 	return fw;
+}
+
+int report_cmp_addr(const struct pf_site *x, const struct pf_site *y)
+{
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
 void report_shown(size_t shown, size_t total, const char *what, const char *key)

@@ -8,18 +8,6 @@
 #include "text.h"
 #include "view.h"
 
-enum { OPT_TOP = 1 };
-
-static const struct option options[] = {
-    {"top", required_argument, NULL, OPT_TOP},
-    {0},
-};
-
-static int on_opt(int val, const char *arg, void *ctx)
-{
-	return val == OPT_TOP ? report_parse_top(&view_cmd_temporary, arg, ctx) : VIEW_EXIT_USAGE;
-}
-
 static double share(const struct pf_site *s)
 {
 	return s->tot.allocs ? (double)s->tot.temp_frees / (double)s->tot.allocs : 0;
@@ -31,7 +19,7 @@ static int cmp_site(const void *a, const void *b)
 			     *y = *(const struct pf_site *const *)b;
 	if (x->tot.temp_frees != y->tot.temp_frees)
 		return x->tot.temp_frees > y->tot.temp_frees ? -1 : 1;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
+	return report_cmp_addr(x, y);
 }
 
 static void print_json(const struct profile *p, const struct pf_site *const *s, size_t n)
@@ -58,11 +46,7 @@ static void print_text(const struct profile *p, const struct pf_site *const *s, 
 		printf("No temporary blocks (blocks " HP_TEMPORARY_TEXT ").\n");
 		return;
 	}
-	uint64_t *addrs = malloc(shown * sizeof *addrs + 1);
-	for (size_t i = 0; addrs && i < shown; i++)
-		addrs[i] = s[i]->addr;
-	int fw = addrs ? report_func_width(p, addrs, shown) : REPORT_FUNC_WIDTH_MAX;
-	free(addrs);
+	int fw = report_func_width(p, s, shown, sizeof *s);
 	printf("%11s %11s %7s  %-*s  %s\n", "TEMPORARY", "ALLOCATIONS", "SHARE", fw, "FUNCTION",
 	       "LOCATION");
 	for (size_t i = 0; i < shown; i++) {
@@ -78,38 +62,27 @@ static void print_text(const struct profile *p, const struct pf_site *const *s, 
 
 static int run(int argc, char **argv)
 {
-	long top = -1;
-	struct view_args args;
-	int rc = view_parse(&view_cmd_temporary, argc, argv, options, on_opt, &top, &args);
+	struct report_run r;
+	int rc = report_start(&r, &view_cmd_temporary, argc, argv, sizeof(struct pf_site *));
 	if (rc)
 		return rc < 0 ? 0 : rc;
-	struct profile p;
-	if (view_load(&args, &p) < 0)
-		return VIEW_EXIT_ERROR;
-	const struct pf_site **s = malloc((p.nsites + 1) * sizeof *s);
-	if (!s) {
-		view_error("out of memory sorting %zu sites: free memory and retry", p.nsites);
-		pf_free(&p);
-		return VIEW_EXIT_ERROR;
-	}
+	const struct pf_site **s = r.rows;
 	size_t n = 0;
-	for (size_t i = 0; i < p.nsites; i++)
-		if (p.sites[i].tot.temp_frees)
-			s[n++] = &p.sites[i];
+	for (size_t i = 0; i < r.p.nsites; i++)
+		if (r.p.sites[i].tot.temp_frees)
+			s[n++] = &r.p.sites[i];
 	qsort(s, n, sizeof *s, cmp_site);
-	size_t shown = report_count(top, args.json, n);
-	if (args.json)
-		print_json(&p, s, shown);
+	size_t shown = report_count(r.top, r.args.json, n);
+	if (r.args.json)
+		print_json(&r.p, s, shown);
 	else
-		print_text(&p, s, n, shown);
-	free(s);
-	pf_free(&p);
-	return 0;
+		print_text(&r.p, s, n, shown);
+	return report_end(&r);
 }
 
 const struct view_cmd view_cmd_temporary = {
     .name = "temporary",
     .summary = "List the sites whose blocks are freed before their thread allocates again",
-    .options = "  --top N          show the first N sites (default 20 in text, all in JSON)\n",
+    .options = REPORT_TOP_HELP,
     .run = run,
 };
