@@ -32,15 +32,16 @@ tests_unit_test_hpstream_SOURCES = tests/unit/test-hpstream.c
 tests_unit_test_hpstream_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(ZSTD_CFLAGS)
 tests_unit_test_hpstream_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS) $(ZSTD_LIBS)
 # test-view compresses its profile with the viewer's own writer.
-tests_unit_test_view_SOURCES = tests/unit/test-view.c \
-	viewer/profile-writer.c viewer/profile-writer.h
+tests_unit_test_view_SOURCES = tests/unit/test-view.c tests/unit/view-run.c \
+	tests/unit/view-run.h viewer/profile-writer.c viewer/profile-writer.h
 tests_unit_test_view_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/view -I$(top_srcdir)/viewer \
 	-DVIEW_PATH='HP_BUILDDIR "/src/heapprof-view"'
 tests_unit_test_view_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(ZSTD_CFLAGS)
 tests_unit_test_view_LDADD = src/view/libhpview.a src/common/libhpcommon.a $(CMOCKA_LIBS) \
 	$(ZSTD_LIBS)
 EXTRA_tests_unit_test_view_DEPENDENCIES = src/heapprof-view
-tests_unit_test_view_v2_SOURCES = tests/unit/test-view-v2.c
+tests_unit_test_view_v2_SOURCES = tests/unit/test-view-v2.c tests/unit/view-run.c \
+	tests/unit/view-run.h
 tests_unit_test_view_v2_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/view \
 	-DVIEW_PATH='HP_BUILDDIR "/src/heapprof-view"'
 tests_unit_test_view_v2_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)

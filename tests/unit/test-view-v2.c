@@ -25,6 +25,7 @@
 #include "growth-fit.h"
 #include "hpstream.h"
 #include "profile.h"
+#include "view-run.h"
 
 #define EXE_BIAS 0x400000ull
 #define LIBC_BIAS 0x7f0000000000ull
@@ -37,7 +38,7 @@
 #define TPL_NAME "std::vector<int, std::allocator<int> >::push_back(int const&)"
 #define NROUNDS 5
 
-static char dir[64], prof[96], out[96], err[96];
+static char prof[96];
 
 static void put_module(int fd, uint32_t id, const char *path, uint64_t bias, uint64_t size,
 		       const uint8_t *bid, uint16_t bid_len)
@@ -213,12 +214,9 @@ static void write_profile(const char *path)
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/test-view-v2.XXXXXX");
-	if (!mkdtemp(dir))
+	if (vr_setup("test-view-v2") < 0)
 		return -1;
-	snprintf(prof, sizeof prof, "%s/a.hpf", dir);
-	snprintf(out, sizeof out, "%s/out", dir);
-	snprintf(err, sizeof err, "%s/err", dir);
+	snprintf(prof, sizeof prof, "%s/a.hpf", vr_dir);
 	write_profile(prof);
 	return 0;
 }
@@ -226,53 +224,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[160];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
-/* Runs heapprof-view with args, stdout to out and stderr to err; returns its exit status. */
-static int view(const char *fmt, ...)
-{
-	char args[512], cmd[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", VIEW_PATH, args, out, err);
-	int rc = system(cmd);
-	assert_true(WIFEXITED(rc));
-	return WEXITSTATUS(rc);
-}
-
-/* Runs a python3 program with argv[1] = out and argv[2] = arg; whether it exits 0. */
-static int py(const char *prog, const char *arg)
-{
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		execlp("python3", "python3", "-c", prog, out, arg, (char *)NULL);
-		_exit(127);
-	}
-	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-/* Whether out parses as JSON and the expression over it (d) holds. */
-static int json_check(const char *expr)
-{
-	return py("import json,sys; d=json.load(open(sys.argv[1])); "
-		  "r=eval(sys.argv[2]); print(repr(d)[:3000]) if not r else 0; "
-		  "sys.exit(0 if r else 1)",
-		  expr);
-}
-
-static int file_has(const char *path, const char *needle)
-{
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "grep -qF -- '%s' '%s'", needle, path);
-	return system(cmd) == 0;
+	return vr_teardown();
 }
 
 /* A plain least-squares fit, to check the step-function one against. */
@@ -375,92 +327,93 @@ static void test_templates(void **state)
 static void test_timeline_peak(void **state)
 {
 	(void)state;
-	assert_int_equal(view("timeline --json %s", prof), 0);
-	assert_true(json_check("len(d) == 5 and [r['live_bytes'] for r in d] == "
-			       "[10816, 1456, 2216, 2856, 3496]"));
-	assert_true(json_check("d[1]['allocations'] == 110 and d[1]['frees'] == 102 and "
-			       "d[1]['allocated_bytes'] == 7040 and d[0]['total_allocations'] == "
-			       "124 and d[4]['total_allocations'] == 124 + 110 + 115 + 110 + 110"));
-	assert_true(json_check("d[0]['time_s'] == 1.0 and d[2]['rss_bytes'] == 23 << 20 and "
-			       "d[1]['live_bytes_change'] == -9360 and d[4]['sampled'] and "
-			       "not d[3]['sampled'] and d[4]['final']"));
-	assert_int_equal(view("timeline %s", prof), 0);
-	assert_true(file_has(out, "sampled"));
+	assert_int_equal(vr_view("timeline --json %s", prof), 0);
+	assert_true(vr_json_check("len(d) == 5 and [r['live_bytes'] for r in d] == "
+				  "[10816, 1456, 2216, 2856, 3496]"));
+	assert_true(
+	    vr_json_check("d[1]['allocations'] == 110 and d[1]['frees'] == 102 and "
+			  "d[1]['allocated_bytes'] == 7040 and d[0]['total_allocations'] == "
+			  "124 and d[4]['total_allocations'] == 124 + 110 + 115 + 110 + 110"));
+	assert_true(vr_json_check("d[0]['time_s'] == 1.0 and d[2]['rss_bytes'] == 23 << 20 and "
+				  "d[1]['live_bytes_change'] == -9360 and d[4]['sampled'] and "
+				  "not d[3]['sampled'] and d[4]['final']"));
+	assert_int_equal(vr_view("timeline %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "sampled"));
 
-	assert_int_equal(view("peak --json %s", prof), 0);
-	assert_true(json_check("d['round'] == 1 and d['live_bytes'] == 10816 and "
-			       "[(s['function'], s['peak_live_bytes']) for s in d['sites']] == "
-			       "[('temp_func', 10000), ('leaky_func', 640), ("
-			       "'" TPL_NAME "', 120)]"));
-	assert_int_equal(view("peak %s", prof), 0);
-	assert_true(file_has(out, "Peak: 10.56 KiB"));
+	assert_int_equal(vr_view("peak --json %s", prof), 0);
+	assert_true(vr_json_check("d['round'] == 1 and d['live_bytes'] == 10816 and "
+				  "[(s['function'], s['peak_live_bytes']) for s in d['sites']] == "
+				  "[('temp_func', 10000), ('leaky_func', 640), ("
+				  "'" TPL_NAME "', 120)]"));
+	assert_int_equal(vr_view("peak %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "Peak: 10.56 KiB"));
 }
 
 static void test_growth_leaks(void **state)
 {
 	(void)state;
-	assert_int_equal(view("growth --json %s", prof), 0);
-	assert_true(json_check("[s['function'] for s in d] == ['leaky_func', '" TPL_NAME "']"));
-	assert_true(json_check("d[0]['slope_bytes_per_s'] == 640 and d[0]['r2'] == 1 and "
-			       "abs(d[1]['slope_bytes_per_s'] - 36) < 1e-3 and "
-			       "abs(d[1]['r2'] - 0.75) < 1e-3"));
-	assert_int_equal(view("growth %s", prof), 0);
-	assert_true(file_has(out, "640 B/s"));
+	assert_int_equal(vr_view("growth --json %s", prof), 0);
+	assert_true(vr_json_check("[s['function'] for s in d] == ['leaky_func', '" TPL_NAME "']"));
+	assert_true(vr_json_check("d[0]['slope_bytes_per_s'] == 640 and d[0]['r2'] == 1 and "
+				  "abs(d[1]['slope_bytes_per_s'] - 36) < 1e-3 and "
+				  "abs(d[1]['r2'] - 0.75) < 1e-3"));
+	assert_int_equal(vr_view("growth %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "640 B/s"));
 
-	assert_int_equal(view("leaks --json %s", prof), 0);
-	assert_true(json_check("[(s['function'], s['live_blocks'], s['live_bytes'], "
-			       "s['oldest_age_s'], s['mean_age_s']) for s in d] == "
-			       "[('leaky_func', 50, 3200, 4.5, 2.5), ('" TPL_NAME
-			       "', 10, 240, 4.0, 2.5)]"));
+	assert_int_equal(vr_view("leaks --json %s", prof), 0);
+	assert_true(vr_json_check("[(s['function'], s['live_blocks'], s['live_bytes'], "
+				  "s['oldest_age_s'], s['mean_age_s']) for s in d] == "
+				  "[('leaky_func', 50, 3200, 4.5, 2.5), ('" TPL_NAME
+				  "', 10, 240, 4.0, 2.5)]"));
 	/* The same fields as hotspots --json, plus the ages. */
 	char keys[96];
-	snprintf(keys, sizeof keys, "%s/keys", dir);
-	assert_int_equal(view("hotspots --json %s", prof), 0);
-	assert_true(py("import json,sys; open(sys.argv[2],'w').write(' '.join(sorted(json.load("
-		       "open(sys.argv[1]))[0])))",
-		       keys));
-	assert_int_equal(view("leaks --json %s", prof), 0);
-	assert_true(py("import json,sys; k=open(sys.argv[2]).read().split(); "
-		       "sys.exit(sorted(json.load(open(sys.argv[1]))[0]) != "
-		       "sorted(k + ['oldest_age_s', 'mean_age_s']))",
-		       keys));
-	assert_int_equal(view("leaks %s", prof), 0);
-	assert_true(file_has(out, "4.5 s"));
+	snprintf(keys, sizeof keys, "%s/keys", vr_dir);
+	assert_int_equal(vr_view("hotspots --json %s", prof), 0);
+	assert_true(vr_py("import json,sys; open(sys.argv[2],'w').write(' '.join(sorted(json.load("
+			  "open(sys.argv[1]))[0])))",
+			  keys));
+	assert_int_equal(vr_view("leaks --json %s", prof), 0);
+	assert_true(vr_py("import json,sys; k=open(sys.argv[2]).read().split(); "
+			  "sys.exit(sorted(json.load(open(sys.argv[1]))[0]) != "
+			  "sorted(k + ['oldest_age_s', 'mean_age_s']))",
+			  keys));
+	assert_int_equal(vr_view("leaks %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "4.5 s"));
 }
 
 static void test_sizes_temporary(void **state)
 {
 	(void)state;
-	assert_int_equal(view("histogram --json %s", prof), 0);
-	assert_true(json_check("[(s['kind'], s['size'], s['allocations'], s['allocated_bytes']) "
-			       "for s in d] == [('exact', 8, 7, 56), ('exact', 24, 10, 240), "
-			       "('exact', 64, 550, 35200), ('pow2', 4096, 2, 10000)]"));
-	assert_true(json_check("d[3]['size_max'] == 8191 and d[2]['temporary_frees'] == 450"));
-	assert_int_equal(view("histogram %s", prof), 0);
-	assert_true(file_has(out, "49 - 64"));
-	assert_true(file_has(out, "4.00 KiB - 8.00 KiB"));
+	assert_int_equal(vr_view("histogram --json %s", prof), 0);
+	assert_true(vr_json_check("[(s['kind'], s['size'], s['allocations'], s['allocated_bytes']) "
+				  "for s in d] == [('exact', 8, 7, 56), ('exact', 24, 10, 240), "
+				  "('exact', 64, 550, 35200), ('pow2', 4096, 2, 10000)]"));
+	assert_true(vr_json_check("d[3]['size_max'] == 8191 and d[2]['temporary_frees'] == 450"));
+	assert_int_equal(vr_view("histogram %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "49 - 64"));
+	assert_true(vr_file_has(vr_out, "4.00 KiB - 8.00 KiB"));
 
-	assert_int_equal(view("filter --size 64 --json %s", prof), 0);
+	assert_int_equal(vr_view("filter --size 64 --json %s", prof), 0);
 	assert_true(
-	    json_check("d['allocations'] == 550 and [(s['function'], s['allocations']) "
-		       "for s in d['stacks']] == [('temp_func', 500), ('leaky_func', 50)]"));
-	assert_true(json_check("[f['function'] for f in d['stacks'][0]['stack']] == "
-			       "['temp_func', 'run', 'main']"));
-	assert_int_equal(view("filter --size 5000 --json %s", prof), 0);
-	assert_true(json_check("d['kind'] == 'pow2' and d['size'] == 4096 and "
-			       "d['stacks'][0]['allocations'] == 2"));
-	assert_int_equal(view("filter --size 8 --json %s", prof), 0);
-	assert_true(json_check("d['allocations'] == 0 and d['stacks'] == []"));
-	assert_int_equal(view("filter --size 64 %s", prof), 0);
-	assert_true(file_has(out, "temp_func (temp.c:20)"));
-	assert_int_equal(view("filter %s", prof), 2);
+	    vr_json_check("d['allocations'] == 550 and [(s['function'], s['allocations']) "
+			  "for s in d['stacks']] == [('temp_func', 500), ('leaky_func', 50)]"));
+	assert_true(vr_json_check("[f['function'] for f in d['stacks'][0]['stack']] == "
+				  "['temp_func', 'run', 'main']"));
+	assert_int_equal(vr_view("filter --size 5000 --json %s", prof), 0);
+	assert_true(vr_json_check("d['kind'] == 'pow2' and d['size'] == 4096 and "
+				  "d['stacks'][0]['allocations'] == 2"));
+	assert_int_equal(vr_view("filter --size 8 --json %s", prof), 0);
+	assert_true(vr_json_check("d['allocations'] == 0 and d['stacks'] == []"));
+	assert_int_equal(vr_view("filter --size 64 %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "temp_func (temp.c:20)"));
+	assert_int_equal(vr_view("filter %s", prof), 2);
 
-	assert_int_equal(view("temporary --json %s", prof), 0);
-	assert_true(json_check("len(d) == 1 and d[0]['function'] == 'temp_func' and "
-			       "d[0]['temporary_frees'] == 450 and "
-			       "abs(d[0]['temporary_share'] - 450 / 502) < 1e-4"));
-	assert_int_equal(view("hotspots --sort temporary --json %s", prof), 0);
-	assert_true(json_check("d[0]['function'] == 'temp_func'"));
+	assert_int_equal(vr_view("temporary --json %s", prof), 0);
+	assert_true(vr_json_check("len(d) == 1 and d[0]['function'] == 'temp_func' and "
+				  "d[0]['temporary_frees'] == 450 and "
+				  "abs(d[0]['temporary_share'] - 450 / 502) < 1e-4"));
+	assert_int_equal(vr_view("hotspots --sort temporary --json %s", prof), 0);
+	assert_true(vr_json_check("d[0]['function'] == 'temp_func'"));
 }
 
 static void test_tree(void **state)
@@ -471,73 +424,75 @@ static void test_tree(void **state)
 	    "all(sum(c[k] for c in d if c['parent'] == n['id']) == n[k] for n in d "
 	    "if any(c['parent'] == n['id'] for c in d) for k in "
 	    "('allocations', 'allocated_bytes', 'live_bytes'))";
-	assert_int_equal(view("tree --json %s", prof), 0);
-	assert_true(json_check("d[0]['name'] == 'all' and d[0]['allocations'] == 562 and "
-			       "d[0]['allocated_bytes'] == 45440 and d[0]['live_bytes'] == 3440"));
-	assert_true(json_check(sums));
-	assert_true(json_check("[n['name'] for n in d if n['depth'] == 1] == "
-			       "['main (main.c:7)', 'main (main.c:1)']"));
-	assert_true(json_check("[n['name'] for n in d if n['depth'] == 2] == "
-			       "['run (main.c:5)', '" TPL_NAME " (vec.h:5)']"));
-	assert_int_equal(view("tree -r --json %s", prof), 0);
-	assert_true(json_check(sums));
-	assert_true(json_check("[(n['name'], n['allocations']) for n in d if n['depth'] == 1] "
-			       "== [('temp_func (temp.c:20)', 502), ('leaky_func (leak.c:10)', "
-			       "50), ('" TPL_NAME " (vec.h:5)', 10)]"));
-	assert_int_equal(view("tree -j -t --json %s", prof), 0);
-	assert_true(json_check("'std::vector<\\u2026>::push_back(int const&)' in "
-			       "[n['name'] for n in d] and 'main' in [n['name'] for n in d]"));
-	assert_int_equal(view("tree %s", prof), 0);
-	assert_true(file_has(out, "leaky_func (leak.c:10)"));
-	assert_int_equal(view("hotspots -j -t --json %s", prof), 0);
+	assert_int_equal(vr_view("tree --json %s", prof), 0);
 	assert_true(
-	    json_check("d[0]['file'] is None and d[0]['line'] is None and "
-		       "d[2]['function'] == 'std::vector<\\u2026>::push_back(int const&)'"));
+	    vr_json_check("d[0]['name'] == 'all' and d[0]['allocations'] == 562 and "
+			  "d[0]['allocated_bytes'] == 45440 and d[0]['live_bytes'] == 3440"));
+	assert_true(vr_json_check(sums));
+	assert_true(vr_json_check("[n['name'] for n in d if n['depth'] == 1] == "
+				  "['main (main.c:7)', 'main (main.c:1)']"));
+	assert_true(vr_json_check("[n['name'] for n in d if n['depth'] == 2] == "
+				  "['run (main.c:5)', '" TPL_NAME " (vec.h:5)']"));
+	assert_int_equal(vr_view("tree -r --json %s", prof), 0);
+	assert_true(vr_json_check(sums));
+	assert_true(vr_json_check("[(n['name'], n['allocations']) for n in d if n['depth'] == 1] "
+				  "== [('temp_func (temp.c:20)', 502), ('leaky_func (leak.c:10)', "
+				  "50), ('" TPL_NAME " (vec.h:5)', 10)]"));
+	assert_int_equal(vr_view("tree -j -t --json %s", prof), 0);
+	assert_true(vr_json_check("'std::vector<\\u2026>::push_back(int const&)' in "
+				  "[n['name'] for n in d] and 'main' in [n['name'] for n in d]"));
+	assert_int_equal(vr_view("tree %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "leaky_func (leak.c:10)"));
+	assert_int_equal(vr_view("hotspots -j -t --json %s", prof), 0);
+	assert_true(
+	    vr_json_check("d[0]['file'] is None and d[0]['line'] is None and "
+			  "d[2]['function'] == 'std::vector<\\u2026>::push_back(int const&)'"));
 }
 
 static void test_flame_collapsed(void **state)
 {
 	(void)state;
 	char svg[128];
-	snprintf(svg, sizeof svg, "%s/f.svg", dir);
-	assert_int_equal(view("flame -o %s %s", svg, prof), 0);
-	assert_true(py("import xml.dom.minidom,sys; d=xml.dom.minidom.parse(sys.argv[2]); "
-		       "t=[x.firstChild.data for x in d.getElementsByTagName('title')]; "
-		       "s=d.getElementsByTagName('script'); "
-		       "sys.exit(not (s and any(x.startswith('leaky_func (leak.c:10) (50 "
-		       "allocations') for x in t) and not d.getElementsByTagName('image')))",
-		       svg));
-	assert_int_equal(view("flame --type live %s", prof), 0);
-	assert_true(py("import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])", ""));
-	assert_int_equal(view("flame --json %s", prof), 2);
+	snprintf(svg, sizeof svg, "%s/f.svg", vr_dir);
+	assert_int_equal(vr_view("flame -o %s %s", svg, prof), 0);
+	assert_true(vr_py("import xml.dom.minidom,sys; d=xml.dom.minidom.parse(sys.argv[2]); "
+			  "t=[x.firstChild.data for x in d.getElementsByTagName('title')]; "
+			  "s=d.getElementsByTagName('script'); "
+			  "sys.exit(not (s and any(x.startswith('leaky_func (leak.c:10) (50 "
+			  "allocations') for x in t) and not d.getElementsByTagName('image')))",
+			  svg));
+	assert_int_equal(vr_view("flame --type live %s", prof), 0);
+	assert_true(vr_py("import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])", ""));
+	assert_int_equal(vr_view("flame --json %s", prof), 2);
 
 	static const char sum[] = "import sys; t=0\n"
 				  "for l in open(sys.argv[1]):\n"
 				  "  s, v = l.rstrip('\\n').rsplit(' ', 1); t += int(v)\n"
 				  "  assert s.split(';')[0].startswith('main')\n"
 				  "sys.exit(t != int(sys.argv[2]))";
-	assert_int_equal(view("export --format collapsed %s", prof), 0);
-	assert_true(py(sum, "562"));
-	assert_true(file_has(out, "main (main.c:7);run (main.c:5);leaky_func (leak.c:10) 50"));
-	assert_int_equal(view("export --format collapsed --type bytes %s", prof), 0);
-	assert_true(py(sum, "45440"));
-	assert_int_equal(view("export --format collapsed --type live -j %s", prof), 0);
-	assert_true(py(sum, "3440"));
-	assert_true(file_has(out, "main;run;leaky_func 3200"));
-	assert_int_equal(view("export %s", prof), 2);
+	assert_int_equal(vr_view("export --format collapsed %s", prof), 0);
+	assert_true(vr_py(sum, "562"));
+	assert_true(
+	    vr_file_has(vr_out, "main (main.c:7);run (main.c:5);leaky_func (leak.c:10) 50"));
+	assert_int_equal(vr_view("export --format collapsed --type bytes %s", prof), 0);
+	assert_true(vr_py(sum, "45440"));
+	assert_int_equal(vr_view("export --format collapsed --type live -j %s", prof), 0);
+	assert_true(vr_py(sum, "3440"));
+	assert_true(vr_file_has(vr_out, "main;run;leaky_func 3200"));
+	assert_int_equal(vr_view("export %s", prof), 2);
 }
 
 static void test_massif(void **state)
 {
 	(void)state;
 	char ms[128], cmd[512];
-	snprintf(ms, sizeof ms, "%s/massif.out", dir);
-	assert_int_equal(view("export --format massif -o %s %s", ms, prof), 0);
-	snprintf(cmd, sizeof cmd, "ms_print %s >%s 2>%s", ms, out, err);
+	snprintf(ms, sizeof ms, "%s/massif.out", vr_dir);
+	assert_int_equal(vr_view("export --format massif -o %s %s", ms, prof), 0);
+	snprintf(cmd, sizeof cmd, "ms_print %s >%s 2>%s", ms, vr_out, vr_err);
 	assert_int_equal(system(cmd), 0);
-	assert_true(file_has(out, "10,816"));
-	assert_true(file_has(out, "temp_func (temp.c:20)"));
-	assert_true(file_has(out, "srv --port 80"));
+	assert_true(vr_file_has(vr_out, "10,816"));
+	assert_true(vr_file_has(vr_out, "temp_func (temp.c:20)"));
+	assert_true(vr_file_has(vr_out, "srv --port 80"));
 }
 
 /* profile.proto read with nothing but the wire format: varints and length-delimited. */
@@ -586,9 +541,9 @@ static void test_pprof(void **state)
 {
 	(void)state;
 	char pp[128], cmd[512];
-	snprintf(pp, sizeof pp, "%s/p.pb.gz", dir);
-	assert_int_equal(view("export --format pprof -o %s %s", pp, prof), 0);
-	assert_true(py(pb_decode, pp));
+	snprintf(pp, sizeof pp, "%s/p.pb.gz", vr_dir);
+	assert_int_equal(vr_view("export --format pprof -o %s %s", pp, prof), 0);
+	assert_true(vr_py(pb_decode, pp));
 	if (system("command -v go >/dev/null 2>&1") != 0) {
 		fprintf(stderr, "go not installed: go tool pprof not tried\n");
 		return;
@@ -596,10 +551,10 @@ static void test_pprof(void **state)
 	snprintf(cmd, sizeof cmd,
 		 "HOME=%s GOFLAGS=-mod=mod go tool pprof -top -symbolize=none "
 		 "-sample_index=alloc_space %s >%s 2>%s",
-		 dir, pp, out, err);
+		 vr_dir, pp, vr_out, vr_err);
 	assert_int_equal(system(cmd), 0);
-	assert_true(file_has(out, "temp_func"));
-	assert_true(file_has(out, "44.38kB"));
+	assert_true(vr_file_has(vr_out, "temp_func"));
+	assert_true(vr_file_has(vr_out, "44.38kB"));
 }
 
 /* An always_inline allocation wrapper: three sites at the same line of xmalloc, inlined twice
@@ -608,7 +563,7 @@ static void test_inlined_sites(void **state)
 {
 	(void)state;
 	char ip[96];
-	snprintf(ip, sizeof ip, "%s/inl.hpf", dir);
+	snprintf(ip, sizeof ip, "%s/inl.hpf", vr_dir);
 	int fd = open(ip, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(hp_write_header(fd), 0);
@@ -638,31 +593,32 @@ static void test_inlined_sites(void **state)
 	assert_int_equal(hp_write_record(fd, HP_REC_END, &e, sizeof e), 0);
 	close(fd);
 
-	assert_int_equal(view("hotspots %s", ip), 0);
+	assert_int_equal(vr_view("hotspots %s", ip), 0);
 	assert_true(
-	    py("import re,sys; rows=[re.sub(' +', ' ', l).strip() for l in "
-	       "open(sys.argv[1])][1:]; sys.exit(rows != ["
-	       "'30 960 B 960 B xmalloc (inlined into cache_store) /src/demo.c:88, called at "
-	       "line 308', "
-	       "'29 928 B 928 B xmalloc (inlined into cache_store) /src/demo.c:88, called at "
-	       "line 311', "
-	       "'28 896 B 896 B xmalloc (inlined into parse_request) /src/demo.c:88, called at "
-	       "/src/req.c:150'])",
-	       ""));
+	    vr_py("import re,sys; rows=[re.sub(' +', ' ', l).strip() for l in "
+		  "open(sys.argv[1])][1:]; sys.exit(rows != ["
+		  "'30 960 B 960 B xmalloc (inlined into cache_store) /src/demo.c:88, called at "
+		  "line 308', "
+		  "'29 928 B 928 B xmalloc (inlined into cache_store) /src/demo.c:88, called at "
+		  "line 311', "
+		  "'28 896 B 896 B xmalloc (inlined into parse_request) /src/demo.c:88, called at "
+		  "/src/req.c:150'])",
+		  ""));
 	/* The sites' own report, like every per-site table. */
-	assert_int_equal(view("leaks %s", ip), 0);
-	assert_true(file_has(out, "xmalloc (inlined into parse_request)"));
+	assert_int_equal(vr_view("leaks %s", ip), 0);
+	assert_true(vr_file_has(vr_out, "xmalloc (inlined into parse_request)"));
 	/* -j keeps the names that tell the rows apart. */
-	assert_int_equal(view("hotspots -j %s", ip), 0);
-	assert_true(file_has(out, "xmalloc (inlined into parse_request)"));
-	assert_int_equal(view("hotspots --json %s", ip), 0);
-	assert_true(json_check("[(s['function'], s['inlined_into'], s['line']) for s in d] == "
-			       "[('xmalloc', 'cache_store', 88), ('xmalloc', 'cache_store', 88), "
-			       "('xmalloc', 'parse_request', 88)] and "
-			       "[s['stack'][1]['line'] for s in d] == [308, 311, 150]"));
+	assert_int_equal(vr_view("hotspots -j %s", ip), 0);
+	assert_true(vr_file_has(vr_out, "xmalloc (inlined into parse_request)"));
+	assert_int_equal(vr_view("hotspots --json %s", ip), 0);
+	assert_true(
+	    vr_json_check("[(s['function'], s['inlined_into'], s['line']) for s in d] == "
+			  "[('xmalloc', 'cache_store', 88), ('xmalloc', 'cache_store', 88), "
+			  "('xmalloc', 'parse_request', 88)] and "
+			  "[s['stack'][1]['line'] for s in d] == [308, 311, 150]"));
 	/* A site that is no inline: null. */
-	assert_int_equal(view("hotspots --json %s", prof), 0);
-	assert_true(json_check("all(s['inlined_into'] is None for s in d)"));
+	assert_int_equal(vr_view("hotspots --json %s", prof), 0);
+	assert_true(vr_json_check("all(s['inlined_into'] is None for s in d)"));
 }
 
 static void test_all_json_and_help(void **state)
@@ -672,22 +628,22 @@ static void test_all_json_and_help(void **state)
 					   "tree",     "tree -r",   "hotspots",	 "leaks",
 					   "growth",   "temporary", "peak"};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-		assert_int_equal(view("%s --json %s", cmds[i], prof), 0);
-		assert_true(json_check("True"));
-		assert_int_equal(view("%s -j -t %s", cmds[i], prof), 0);
+		assert_int_equal(vr_view("%s --json %s", cmds[i], prof), 0);
+		assert_true(vr_json_check("True"));
+		assert_int_equal(vr_view("%s -j -t %s", cmds[i], prof), 0);
 	}
 	static const char *const names[] = {"overview",	 "timeline", "histogram", "filter",
 					    "tree",	 "hotspots", "leaks",	  "growth",
 					    "temporary", "peak",     "flame",	  "export"};
-	assert_int_equal(view("--help"), 0);
+	assert_int_equal(vr_view("--help"), 0);
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		char line[64];
 		snprintf(line, sizeof line, "  %s ", names[i]);
-		assert_true(file_has(out, line));
+		assert_true(vr_file_has(vr_out, line));
 	}
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		assert_int_equal(view("%s --help", names[i]), 0);
-		assert_true(file_has(out, "Usage: heapprof-view"));
+		assert_int_equal(vr_view("%s --help", names[i]), 0);
+		assert_true(vr_file_has(vr_out, "Usage: heapprof-view"));
 	}
 }
 

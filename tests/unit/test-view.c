@@ -26,6 +26,7 @@
 #include "hpalloc.h"
 #include "profile.h"
 #include "profile-writer.h"
+#include "view-run.h"
 
 #define MOD_EXE_BIAS 0x400000ull
 #define MOD_LIBC_BIAS 0x7f0000000000ull
@@ -40,7 +41,7 @@
 #define HOSTILE "other\"func\\\x01\xff\xc3\xa9"
 #define HOSTILE_PY "'other\"func\\\\\\x01\\ufffd\\u00e9'"
 
-static char dir[64], prof[96], cut[96], zprof[96], out[96], err[96];
+static char prof[96], cut[96], zprof[96];
 
 static void put_session(int fd)
 {
@@ -251,14 +252,11 @@ static void compress_profile(const char *from, const char *to)
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/test-view.XXXXXX");
-	if (!mkdtemp(dir))
+	if (vr_setup("test-view") < 0)
 		return -1;
-	snprintf(prof, sizeof prof, "%s/a.hpf", dir);
-	snprintf(cut, sizeof cut, "%s/cut.hpf", dir);
-	snprintf(zprof, sizeof zprof, "%s/z.hpf", dir);
-	snprintf(out, sizeof out, "%s/out", dir);
-	snprintf(err, sizeof err, "%s/err", dir);
+	snprintf(prof, sizeof prof, "%s/a.hpf", vr_dir);
+	snprintf(cut, sizeof cut, "%s/cut.hpf", vr_dir);
+	snprintf(zprof, sizeof zprof, "%s/z.hpf", vr_dir);
 	last_round_off = write_profile(prof);
 	compress_profile(prof, zprof);
 	return 0;
@@ -267,14 +265,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	char path[128];
-	static const char *const names[] = {"a.hpf", "cut.hpf", "z.hpf", "out", "err",	 "text",
-					    "v9",    "empty",	"ztext", "zv9", "zempty"};
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-		unlink(path);
-	}
-	return rmdir(dir);
+	return vr_teardown();
 }
 
 static void check_model(const char *path)
@@ -339,7 +330,7 @@ static void test_reloaded_module(void **state)
 	(void)state;
 	const uint64_t b1 = 0x7f1000000000ull, b2 = 0x7f2000000000ull, b3 = 0x7f3000000000ull;
 	char path[128];
-	snprintf(path, sizeof path, "%s/reload.hpf", dir);
+	snprintf(path, sizeof path, "%s/reload.hpf", vr_dir);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(hp_write_header(fd), 0);
@@ -418,116 +409,62 @@ static void test_truncated_model(void **state)
 	pf_free(&p);
 }
 
-/* Runs heapprof-view with args, stdin a pipe from the file piped (if not NULL), stdout to
- * out and stderr to err; returns its exit status. */
-static int view_from(const char *piped, const char *args)
-{
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "%s%s%s %s %s >%s 2>%s", piped ? "cat " : "", piped ? piped : "",
-		 piped ? " |" : "", VIEW_PATH, args, out, err);
-	int rc = system(cmd);
-	assert_true(WIFEXITED(rc));
-	return WEXITSTATUS(rc);
-}
-
-static int view(const char *args)
-{
-	return view_from(NULL, args);
-}
-
-/* Whether python3 parses out as JSON and the expression over it (d) holds. Run without a
- * shell so the expression needs no quoting. */
-static int json_check(const char *expr)
-{
-	static const char prog[] = "import json,sys; d=json.load(open(sys.argv[1])); "
-				   "sys.exit(0 if eval(sys.argv[2]) else 1)";
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		execlp("python3", "python3", "-c", prog, out, expr, (char *)NULL);
-		_exit(127);
-	}
-	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-static int file_has(const char *path, const char *needle)
-{
-	char buf[4096];
-	FILE *f = fopen(path, "r");
-	assert_non_null(f);
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return strstr(buf, needle) != NULL;
-}
-
 static void test_hotspots_json(void **state)
 {
 	(void)state;
-	char args[256];
-	snprintf(args, sizeof args, "hotspots --json %s", prof);
-	assert_int_equal(view(args), 0);
-	assert_true(json_check("len(d) == 3"));
-	assert_true(json_check("d[0]['function'] == 'my_func' and d[0]['file'] == 'src/my.c' "
-			       "and d[0]['line'] == 42 and d[0]['module'] == 'myprog'"));
-	assert_true(json_check("d[0]['allocations'] == 50 and d[0]['frees'] == 32 and "
-			       "d[0]['allocated_bytes'] == 5000 and d[0]['live_blocks'] == 18 "
-			       "and d[0]['live_bytes'] == 1800 and d[0]['address'] == '0x401000'"));
-	assert_true(json_check("[f['function'] for f in d[0]['stack']] == ['my_func', 'main']"));
-	assert_true(json_check("d[1]['function'] == 'helper' and d[1]['line'] == 5 and "
-			       "[f['function'] for f in d[1]['stack']] == ['helper', " HOSTILE_PY
-			       ", 'main'] and d[1]['stack'][0]['inlined']"));
-	assert_true(json_check("d[2]['function'] is None and d[2]['file'] is None and "
-			       "d[2]['line'] is None and d[2]['module'] == 'myprog' and "
-			       "d[2]['live_bytes'] == 0"));
+	assert_int_equal(vr_view("hotspots --json %s", prof), 0);
+	assert_true(vr_json_check("len(d) == 3"));
+	assert_true(vr_json_check("d[0]['function'] == 'my_func' and d[0]['file'] == 'src/my.c' "
+				  "and d[0]['line'] == 42 and d[0]['module'] == 'myprog'"));
+	assert_true(
+	    vr_json_check("d[0]['allocations'] == 50 and d[0]['frees'] == 32 and "
+			  "d[0]['allocated_bytes'] == 5000 and d[0]['live_blocks'] == 18 "
+			  "and d[0]['live_bytes'] == 1800 and d[0]['address'] == '0x401000'"));
+	assert_true(vr_json_check("[f['function'] for f in d[0]['stack']] == ['my_func', 'main']"));
+	assert_true(vr_json_check("d[1]['function'] == 'helper' and d[1]['line'] == 5 and "
+				  "[f['function'] for f in d[1]['stack']] == ['helper', " HOSTILE_PY
+				  ", 'main'] and d[1]['stack'][0]['inlined']"));
+	assert_true(vr_json_check("d[2]['function'] is None and d[2]['file'] is None and "
+				  "d[2]['line'] is None and d[2]['module'] == 'myprog' and "
+				  "d[2]['live_bytes'] == 0"));
 
-	snprintf(args, sizeof args, "hotspots --json --sort bytes --top 2 %s", prof);
-	assert_int_equal(view(args), 0);
-	assert_true(json_check("[s['allocated_bytes'] for s in d] == [5000, 4096]"));
-	snprintf(args, sizeof args, "hotspots --sort=live %s --json", prof);
-	assert_int_equal(view(args), 0);
-	assert_true(json_check("[s['live_bytes'] for s in d] == [1800, 300, 0]"));
+	assert_int_equal(vr_view("hotspots --json --sort bytes --top 2 %s", prof), 0);
+	assert_true(vr_json_check("[s['allocated_bytes'] for s in d] == [5000, 4096]"));
+	assert_int_equal(vr_view("hotspots --sort=live %s --json", prof), 0);
+	assert_true(vr_json_check("[s['live_bytes'] for s in d] == [1800, 300, 0]"));
 }
 
 static void test_overview_json(void **state)
 {
 	(void)state;
-	char args[256];
-	snprintf(args, sizeof args, "overview --json %s", prof);
-	assert_int_equal(view(args), 0);
+	assert_int_equal(vr_view("overview --json %s", prof), 0);
 	assert_true(
-	    json_check("d['pid'] == 4242 and d['command'] == 'myprog' and "
-		       "d['exe'] == '/usr/bin/myprog' and d['cmdline'] == ['myprog', "
-		       "'--flag'] and d['mode'] == 'full' and d['end_reason'] == 'detach'"));
-	assert_true(json_check("d['duration_s'] == 3.0 and d['rounds'] == 3 and "
-			       "d['allocations'] == 54 and d['frees'] == 33 and "
-			       "d['allocated_bytes'] == 9396 and d['freed_bytes'] == 7296"));
-	assert_true(json_check("d['live_blocks'] == 21 and d['live_bytes'] == 2100 and "
-			       "d['peak_live_bytes'] == 6196 and d['untracked_frees'] == 1 and "
-			       "d['lost'] == 0 and d['peak_rss_bytes'] == 3 * 10 * 1048576"));
+	    vr_json_check("d['pid'] == 4242 and d['command'] == 'myprog' and "
+			  "d['exe'] == '/usr/bin/myprog' and d['cmdline'] == ['myprog', "
+			  "'--flag'] and d['mode'] == 'full' and d['end_reason'] == 'detach'"));
+	assert_true(vr_json_check("d['duration_s'] == 3.0 and d['rounds'] == 3 and "
+				  "d['allocations'] == 54 and d['frees'] == 33 and "
+				  "d['allocated_bytes'] == 9396 and d['freed_bytes'] == 7296"));
+	assert_true(vr_json_check("d['live_blocks'] == 21 and d['live_bytes'] == 2100 and "
+				  "d['peak_live_bytes'] == 6196 and d['untracked_frees'] == 1 and "
+				  "d['lost'] == 0 and d['peak_rss_bytes'] == 3 * 10 * 1048576"));
 }
 
 static void test_text_and_truncated(void **state)
 {
 	(void)state;
-	char args[256];
-	snprintf(args, sizeof args, "hotspots %s", prof);
-	assert_int_equal(view(args), 0);
-	assert_true(file_has(out, "ALLOCATIONS"));
-	assert_true(file_has(out, "4.88 KiB"));
-	assert_true(file_has(out, "src/my.c:42"));
-	assert_true(file_has(out, "myprog+0x3000"));
-	snprintf(args, sizeof args, "overview %s", prof);
-	assert_int_equal(view(args), 0);
-	assert_true(file_has(out, "myprog --flag"));
+	assert_int_equal(vr_view("hotspots %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "ALLOCATIONS"));
+	assert_true(vr_file_has(vr_out, "4.88 KiB"));
+	assert_true(vr_file_has(vr_out, "src/my.c:42"));
+	assert_true(vr_file_has(vr_out, "myprog+0x3000"));
+	assert_int_equal(vr_view("overview %s", prof), 0);
+	assert_true(vr_file_has(vr_out, "myprog --flag"));
 
 	copy_prefix(prof, cut, last_round_off + 50);
-	snprintf(args, sizeof args, "overview --json %s", cut);
-	assert_int_equal(view(args), 0);
-	assert_true(file_has(err, "heapprof-view: warning: "));
-	assert_true(json_check("d['rounds'] == 2 and d['end_reason'] == 'incomplete'"));
+	assert_int_equal(vr_view("overview --json %s", cut), 0);
+	assert_true(vr_file_has(vr_err, "heapprof-view: warning: "));
+	assert_true(vr_json_check("d['rounds'] == 2 and d['end_reason'] == 'incomplete'"));
 }
 
 /* The writer's file is one zstd frame holding the raw profile byte for byte, and loads into
@@ -548,8 +485,8 @@ static void test_compressed_model(void **state)
 	free(z);
 
 	check_model(zprof);
-	assert_int_equal(view_from(zprof, "overview --json /dev/stdin"), 0);
-	assert_true(json_check("d['rounds'] == 3 and d['allocations'] == 54"));
+	assert_int_equal(vr_view_from(zprof, "overview --json /dev/stdin"), 0);
+	assert_true(vr_json_check("d['rounds'] == 3 and d['allocations'] == 54"));
 }
 
 /* A viewer killed at any point: every prefix of the compressed file loads the rounds
@@ -612,11 +549,9 @@ static void test_compressed_corrupt(void **state)
 	struct hp_error e = {0};
 	assert_int_equal(pf_load(&p, cut, &e), -1);
 	assert_non_null(strstr(e.msg, "is damaged: corrupt compressed data"));
-	char args[256];
-	snprintf(args, sizeof args, "overview %s", cut);
-	assert_int_equal(view(args), 1);
+	assert_int_equal(vr_view("overview %s", cut), 1);
 	size_t elen;
-	char *text = (char *)slurp(err, &elen);
+	char *text = (char *)slurp(vr_err, &elen);
 	assert_true(elen > 0 && text[elen - 1] == '\n' && !memchr(text, '\n', elen - 1));
 	assert_non_null(strstr(text, "heapprof-view: "));
 	assert_non_null(strstr(text, "is damaged: corrupt compressed data"));
@@ -626,35 +561,31 @@ static void test_compressed_corrupt(void **state)
 static void test_errors(void **state)
 {
 	(void)state;
-	char args[256], path[128];
-	snprintf(args, sizeof args, "overview %s/missing", dir);
-	assert_int_equal(view(args), 1);
-	assert_true(file_has(err, "heapprof-view: cannot open"));
+	char path[128];
+	assert_int_equal(vr_view("overview %s/missing", vr_dir), 1);
+	assert_true(vr_file_has(vr_err, "heapprof-view: cannot open"));
 
-	snprintf(path, sizeof path, "%s/text", dir);
+	snprintf(path, sizeof path, "%s/text", vr_dir);
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
 	fputs("hello, this is not a profile\n", f);
 	fclose(f);
-	snprintf(args, sizeof args, "hotspots %s", path);
-	assert_int_equal(view(args), 1);
-	assert_true(file_has(err, "not a heapprof profile"));
+	assert_int_equal(vr_view("hotspots %s", path), 1);
+	assert_true(vr_file_has(vr_err, "not a heapprof profile"));
 
-	snprintf(path, sizeof path, "%s/v9", dir);
+	snprintf(path, sizeof path, "%s/v9", vr_dir);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	struct hp_file_header h = {.version = HP_FORMAT_VERSION + 8};
 	memcpy(h.magic, HP_MAGIC, 8);
 	assert_int_equal(hp_write_all(fd, &h, sizeof h), 0);
 	close(fd);
-	snprintf(args, sizeof args, "overview %s", path);
-	assert_int_equal(view(args), 1);
-	assert_true(file_has(err, "newer"));
+	assert_int_equal(vr_view("overview %s", path), 1);
+	assert_true(vr_file_has(vr_err, "newer"));
 
-	snprintf(path, sizeof path, "%s/empty", dir);
+	snprintf(path, sizeof path, "%s/empty", vr_dir);
 	spill(path, "", 0);
-	snprintf(args, sizeof args, "overview %s", path);
-	assert_int_equal(view(args), 1);
-	assert_true(file_has(err, "is empty"));
+	assert_int_equal(vr_view("overview %s", path), 1);
+	assert_true(vr_file_has(vr_err, "is empty"));
 
 	/* The same words when the bytes are compressed. */
 	static const char text[] = "hello, this is not a profile\n";
@@ -672,29 +603,26 @@ static void test_errors(void **state)
 		uint8_t packed[256];
 		size_t n = ZSTD_compress(packed, sizeof packed, zs[i].bytes, zs[i].len, 1);
 		assert_false(ZSTD_isError(n));
-		snprintf(path, sizeof path, "%s/%s", dir, zs[i].name);
+		snprintf(path, sizeof path, "%s/%s", vr_dir, zs[i].name);
 		spill(path, packed, n);
-		snprintf(args, sizeof args, "overview %s", path);
-		assert_int_equal(view(args), 1);
-		assert_true(file_has(err, zs[i].says));
+		assert_int_equal(vr_view("overview %s", path), 1);
+		assert_true(vr_file_has(vr_err, zs[i].says));
 	}
 
-	assert_int_equal(view("frobnicate x"), 2);
-	assert_true(file_has(err, "unknown command 'frobnicate'"));
-	assert_true(file_has(err, "overview, timeline, histogram"));
-	assert_int_equal(view(""), 2);
-	snprintf(args, sizeof args, "hotspots --sort size %s", prof);
-	assert_int_equal(view(args), 2);
-	snprintf(args, sizeof args, "hotspots --top %s", prof);
-	assert_int_equal(view(args), 2);
-	assert_int_equal(view("overview"), 2);
+	assert_int_equal(vr_view("frobnicate x"), 2);
+	assert_true(vr_file_has(vr_err, "unknown command 'frobnicate'"));
+	assert_true(vr_file_has(vr_err, "overview, timeline, histogram"));
+	assert_int_equal(vr_view("%s", ""), 2);
+	assert_int_equal(vr_view("hotspots --sort size %s", prof), 2);
+	assert_int_equal(vr_view("hotspots --top %s", prof), 2);
+	assert_int_equal(vr_view("overview"), 2);
 
-	assert_int_equal(view("--version"), 0);
-	assert_true(file_has(out, "heapprof-view " PACKAGE_VERSION));
-	assert_int_equal(view("--help"), 0);
-	assert_true(file_has(out, "--sort"));
-	assert_int_equal(view("hotspots --help"), 0);
-	assert_true(file_has(out, "--top"));
+	assert_int_equal(vr_view("--version"), 0);
+	assert_true(vr_file_has(vr_out, "heapprof-view " PACKAGE_VERSION));
+	assert_int_equal(vr_view("--help"), 0);
+	assert_true(vr_file_has(vr_out, "--sort"));
+	assert_int_equal(vr_view("hotspots --help"), 0);
+	assert_true(vr_file_has(vr_out, "--top"));
 }
 
 int main(void)
