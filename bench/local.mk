@@ -64,8 +64,8 @@ EXTRA_DIST += bench/run-bench.sh bench/redis-bench.sh bench/bench-lib.sh bench/a
 bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
 	BENCH_SECONDS="$(BENCH_SECONDS)" BENCH_THREADS="$(BENCH_THREADS)" \
 	BENCH_PROGRAMS="$(BENCH_PROGRAMS)" BENCH_PROBE_THREADS="$(BENCH_PROBE_THREADS)" \
-	BENCH_STOP_CYCLES="$(BENCH_STOP_CYCLES)" REDIS_REQUESTS="$(REDIS_REQUESTS)" \
-	REDIS_PASSES="$(REDIS_PASSES)" bash $(srcdir)/bench/run-bench.sh $(abs_top_builddir) $(abs_top_builddir)/bench-results.md
+	BENCH_STOP_CYCLES="$(BENCH_STOP_CYCLES)" BENCH_REPEAT="$(BENCH_REPEAT)" \
+	REDIS_REQUESTS="$(REDIS_REQUESTS)" REDIS_PASSES="$(REDIS_PASSES)" bash $(srcdir)/bench/run-bench.sh $(abs_top_builddir) $(abs_top_builddir)/bench-results.md
 
 # Two payloads against each other on one program, by CPU time rather than wall time
 # (bench/ab-cpu.sh; docs/performance.md, "Noise"): for example

@@ -11,6 +11,8 @@
 #                        request-paths; "none")
 #   BENCH_PROBE_THREADS  spinning threads of the stop probe (default 2)
 #   BENCH_STOP_CYCLES    attach/detach cycles on the stop probe (default 3; 0 skips it)
+#   BENCH_REPEAT         runs of each program and P, unprofiled and in every mode in turn
+#                        (default 1); a cell is the median of its runs
 #   REDIS_REQUESTS       requests per redis-benchmark test (default 2000000; 0 skips redis)
 #   REDIS_PASSES         passes of unprofiled, full and sampled redis runs (default 3)
 #   BENCH_REFERENCE_RATE unprofiled microbench pairs/s at P=1 in the reference run of
@@ -19,7 +21,9 @@
 # offers (basic, extended, full, sampled; a mode it does not offer yet is "n/a"), then under
 # heaptrack when it is installed (installed here when run as root). A profiled run starts
 # the program and attaches as soon as it prints "ready": the few milliseconds before the
-# attach completes count, unprofiled, in the program's total. The report's ratios are of
+# attach completes count, unprofiled, in the program's total. With BENCH_REPEAT=N that
+# sequence runs N times (heaptrack once, after them): each ratio is taken against the
+# unprofiled run of its own turn, and the cell is the median of the N. The report's ratios are of
 # wall-clock throughput, as issue 3 defines them; a line gives heapprof's P=2 means also by
 # CPU time of the target (each program prints its cpu_s), which a busy host moves less.
 bench_me=run-bench
@@ -45,6 +49,11 @@ programs=${BENCH_PROGRAMS:-$seven microbench request-paths}
 [ "$programs" = none ] && programs=''
 probe_threads=${BENCH_PROBE_THREADS:-2}
 stop_cycles=${BENCH_STOP_CYCLES:-3}
+repeat=${BENCH_REPEAT:-1}
+if ! [[ $repeat =~ ^[1-9][0-9]*$ ]]; then
+	bench_log "BENCH_REPEAT wants a number of runs from 1, not '$repeat'"
+	exit 2
+fi
 sample_rate=524288
 # A profiled run may take much longer than asked only if the program ignores --seconds.
 deadline=$((${seconds%.*} * 4 + 60))
@@ -148,29 +157,58 @@ rows=()
 full_p2=() sampled_p2=() heaptrack_p2=()
 full_p2_cpu=() sampled_p2_cpu=()
 micro_full='' micro_p=''
+# quotient A B: A / B as a plain number, or nothing when either is missing or 0.
+quotient()
+{
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b + 0 != 0) print a / b }'
+}
+
+# ratio_cell X: a median quotient as a ratio cell, "failed" when no run gave one.
+ratio_cell()
+{
+	if [ -n "$1" ]; then printf '%.2fx\n' "$1"; else echo failed; fi
+}
+
 for prog in $programs; do
 	for nthreads in $threads; do
-		bench_log "$prog P=$nthreads: unprofiled"
-		"$bindir/$prog" --seconds "$seconds" --threads "$nthreads" \
-			>"$bench_tmp/plain.out" 2>&1 </dev/null
-		base_ops=$(bench_ops "$bench_tmp/plain.out")
-		base_cpu=$(bench_cpu_rate "$bench_tmp/plain.out")
+		declare -A q=() q_cpu=() size=() mem=()
+		bases=() base_cpus=()
+		for ((turn = 1; turn <= repeat; turn++)); do
+			what="$prog P=$nthreads"
+			[ "$repeat" -gt 1 ] && what+=" ($turn of $repeat)"
+			bench_log "$what: unprofiled"
+			"$bindir/$prog" --seconds "$seconds" --threads "$nthreads" \
+				>"$bench_tmp/plain.out" 2>&1 </dev/null
+			base_ops=$(bench_ops "$bench_tmp/plain.out")
+			base_cpu=$(bench_cpu_rate "$bench_tmp/plain.out")
+			bases+=("$base_ops") base_cpus+=("$base_cpu")
+			for m in "${modes[@]}"; do
+				[ -n "${mode_opts[$m]+set}" ] || continue
+				bench_log "$what: $m"
+				run_attached "$prog" "$nthreads" "$m" "${mode_opts[$m]}"
+				q[$m]+=" $(quotient "$base_ops" "$r_ops")"
+				q_cpu[$m]+=" $(quotient "$base_cpu" "$r_cpu")"
+				size[$m]+=" $r_size" mem[$m]+=" $r_mem"
+			done
+		done
+		base_ops=$(bench_median "${bases[@]}")
 		row="| $prog | $nthreads | $(bench_rate "$base_ops")"
 		for m in "${modes[@]}"; do
 			if [ -z "${mode_opts[$m]+set}" ]; then
 				row="$row | n/a | n/a | n/a"
 				continue
 			fi
-			bench_log "$prog P=$nthreads: $m"
-			run_attached "$prog" "$nthreads" "$m" "${mode_opts[$m]}"
-			ratio=$(bench_ratio "$base_ops" "$r_ops")
-			[ -z "$r_ops" ] && ratio=failed
-			row="$row | $ratio | $(bench_bytes "$r_size") | $(bench_bytes "$r_mem")"
+			# shellcheck disable=SC2086 # the lists are words
+			ratio=$(ratio_cell "$(bench_median ${q[$m]})")
+			# shellcheck disable=SC2086
+			row="$row | $ratio | $(bench_bytes "$(bench_median ${size[$m]})")"
+			# shellcheck disable=SC2086
+			row="$row | $(bench_bytes "$(bench_median ${mem[$m]})")"
 			if [ "$nthreads" = 2 ] && of_seven "$prog"; then
-				[ "$m" = full ] && full_p2+=("$ratio") &&
-					full_p2_cpu+=("$(bench_ratio "$base_cpu" "$r_cpu")")
-				[ "$m" = sampled ] && sampled_p2+=("$ratio") &&
-					sampled_p2_cpu+=("$(bench_ratio "$base_cpu" "$r_cpu")")
+				# shellcheck disable=SC2086
+				cpu=$(ratio_cell "$(bench_median ${q_cpu[$m]})")
+				[ "$m" = full ] && full_p2+=("$ratio") && full_p2_cpu+=("$cpu")
+				[ "$m" = sampled ] && sampled_p2+=("$ratio") && sampled_p2_cpu+=("$cpu")
 			fi
 			if [ "$prog" = microbench ] && [ "$m" = full ] && [ -z "$micro_p" ]; then
 				micro_full=$ratio micro_p=$nthreads
@@ -278,7 +316,9 @@ report()
 	echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, $(nproc) CPUs," \
 		"kernel $(uname -r), load average $load_start at the start and" \
 		"$(cut -d' ' -f1 /proc/loadavg) at the end: BENCH_SECONDS=$seconds" \
-		"BENCH_THREADS=\"$threads\"."
+		"BENCH_THREADS=\"$threads\"$([ "$repeat" -gt 1 ] &&
+			echo " BENCH_REPEAT=$repeat (each cell the median of $repeat runs; heaptrack" \
+				"one run, against the median unprofiled rate)")."
 	echo
 	echo "| program | P | unprofiled ops/s | basic | size | payload | extended | size |" \
 		"payload | full | size | payload | sampled | size | payload | heaptrack | size |"
