@@ -1,9 +1,10 @@
 /* report.h - what the per-site commands (hotspots, leaks, growth, temporary, peak, filter)
- * print alike.
+ * print alike, and how those whose one option is --top start and end.
  *
  * Contract: every per-site JSON object starts with the fields of hotspots --json, written by
  * report_site_json; a command adds its own after them. Text tables name a site by its
- * function and location through report_names, cleaned for the terminal.
+ * function and location through report_names, cleaned for the terminal, in a function
+ * column as wide as report_func_width says; equal rows go by address (report_cmp_addr).
  */
 #ifndef HEAPPROF_VIEW_REPORT_H
 #define HEAPPROF_VIEW_REPORT_H
