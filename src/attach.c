@@ -279,7 +279,7 @@ static void default_output(char *buf, size_t len, const char *comm, pid_t pid)
 {
 	char safe[32];
 	size_t i;
-	for (i = 0; comm[i] && i < sizeof safe - 1; i++) {
+	for (i = 0; i < sizeof safe - 1 && comm[i]; i++) {
 		char ch = comm[i];
 		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 			 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';

@@ -43,7 +43,7 @@ static int open_input(struct hp_reader *r)
 	if (h->version != HP_FORMAT_VERSION) {
 		snprintf(r->err, sizeof r->err,
 			 "format version %u is not supported (this build reads version %u)",
-			 h->version, HP_FORMAT_VERSION);
+			 (unsigned)h->version, (unsigned)HP_FORMAT_VERSION);
 		return -1;
 	}
 	r->offset = sizeof *h;

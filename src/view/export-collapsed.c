@@ -11,7 +11,6 @@ struct walk {
 	const struct calltree *t;
 	int key;
 	size_t *path;
-	int nomem;
 };
 
 /* ';' separates frames in this format: one inside a name becomes ':'. */
