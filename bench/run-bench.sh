@@ -172,7 +172,7 @@ ratio_cell()
 for prog in $programs; do
 	for nthreads in $threads; do
 		declare -A q=() q_cpu=() size=() mem=()
-		bases=() base_cpus=()
+		bases=()
 		for ((turn = 1; turn <= repeat; turn++)); do
 			what="$prog P=$nthreads"
 			[ "$repeat" -gt 1 ] && what+=" ($turn of $repeat)"
@@ -181,7 +181,7 @@ for prog in $programs; do
 				>"$bench_tmp/plain.out" 2>&1 </dev/null
 			base_ops=$(bench_ops "$bench_tmp/plain.out")
 			base_cpu=$(bench_cpu_rate "$bench_tmp/plain.out")
-			bases+=("$base_ops") base_cpus+=("$base_cpu")
+			bases+=("$base_ops")
 			for m in "${modes[@]}"; do
 				[ -n "${mode_opts[$m]+set}" ] || continue
 				bench_log "$what: $m"
