@@ -329,20 +329,30 @@ static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
  * followed its own the last time, and MEMO_SURE when the same one followed the time before
  * too. Copied whole into the thread's memo_next, it is one load and one store. */
 #define MEMO_SURE 0x100u
+/* In the thread's memo_next only: the last allocation's stack was hp_stack_guess's, which
+ * no memo holds; memo_last still names the thread's last walk. */
+#define MEMO_GUESSED 0x200u
 
-/* The stack id of an allocation from frame when it repeats the walk of the memo that
- * followed the thread's last one (memo_next), else 0. A loop that allocates at one place
- * (most of threadtest's, shbench's, queue's allocations) finds its walk in the last memo
- * itself, and a request that goes through a few paths in the same order (a server's) the
- * next path's walk in the memo of the next: checked at once, with no begin word to make
- * and no set to look through, 50 instructions of microbench's pair. Only where the same
- * memo followed twice in a row, since after a path that other paths follow in turn the
- * guess would be wrong every other time. The clock is not told: the memo was picked when
- * its path began, and a set's hand moves only when another path of the set needs one. */
+/* The stack id of the thread's last allocation. */
+static uint32_t last_stack(struct hp_thread *t)
+{
+	if (t->memo_next & MEMO_GUESSED)
+		return hp_stack_guessed(t->scache);
+	return memo_at(t, t->memo_last)->id;
+}
+
+/* With MEMO_SURE in memo_next: the stack id of an allocation from frame when it repeats
+ * the walk of the memo that followed the thread's last one, else 0. A loop that allocates
+ * at one place (most of threadtest's, shbench's, queue's allocations) finds its walk in
+ * the last memo itself, and a request that goes through a few paths in the same order (a
+ * server's) the next path's walk in the memo of the next: checked at once, with no begin
+ * word to make and no set to look through, 50 instructions of microbench's pair. Only
+ * where the same memo followed twice in a row, since after a path that other paths follow
+ * in turn the guess would be wrong every other time. The clock is not told: the memo was
+ * picked when its path began, and a set's hand moves only when another path of the set
+ * needs one. */
 static uint32_t next_memo_repeats(struct hp_thread *t, uintptr_t frame)
 {
-	if (!(t->memo_next & MEMO_SURE))
-		return 0;
 	unsigned s = (uint8_t)t->memo_next;
 	struct hp_unwind_memo *m = memo_at(t, s);
 	if (m->chk_at != frame || !m->id || !hp_unwind_memo_repeats(m, frame, hp.args.max_depth))
@@ -375,11 +385,53 @@ __attribute__((noinline)) static void record_alloc_counted(struct hp_thread *t, 
 	count_alloc(t, p, n);
 }
 
+/* The stack id of an allocation from frame whose memo m (slot; NULL without memos) does not
+ * hold its walk, tried when m has one: a guess, else a walk into m. Out of line, so that
+ * the allocations that need neither (a loop's, a server's request) keep record_alloc_rest's
+ * registers. */
+__attribute__((noinline)) static uint32_t guess_or_walk(struct hp_thread *t,
+							struct hp_unwind_memo *m, unsigned slot,
+							uintptr_t frame, int tried)
+{
+	uint32_t id;
+	if (m && t->scache && !(t->memo_next & MEMO_GUESSED) &&
+	    (id = hp_stack_guess(t->scache, last_stack(t), frame))) {
+		t->memo_next = MEMO_GUESSED;
+		return id;
+	}
+	uint32_t last = m ? last_stack(t) : 0;
+	uint64_t frames[HP_MAX_DEPTH];
+	int same;
+	/* The thread's last walk, which this one splices against. */
+	const struct hp_unwind_memo *from = m ? memo_at(t, t->memo_last) : NULL;
+	if (from && from->id)
+		hp_stack_prefetch_after(from->id);
+	unsigned d = hp_unwind_memo_from(frames, hp.args.max_depth, hp.text_lo, hp.text_hi, frame,
+					 m, from, !tried, &same);
+	id = capture_id(t, m, from, frames, d, same);
+	if (m) {
+		note_second(t, slot, m, frame);
+		hp_stack_learn(last, id, m, frame);
+		m->id = id;
+		/* A memo that walks (each depth's of a recursion) would be guessed only to fail
+		 * its check: none follows it. */
+		t->memo_last = (uint8_t)slot;
+		t->memo_next = 0;
+	}
+	return id;
+}
+
 /* Full mode's allocation after the counts and the sampling test (record_alloc). */
 __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, void *p, size_t n,
 							uintptr_t frame)
 {
-	uint32_t again = next_memo_repeats(t, frame);
+	uint32_t again = 0;
+	if (t->memo_next & MEMO_SURE)
+		again = next_memo_repeats(t, frame);
+	else if (t->memo_next & MEMO_GUESSED)
+		/* After a guess the next one most likely holds too (a recursion's nodes): tried
+		 * before a memo is picked, which would find none of them. */
+		again = hp_stack_guess(t->scache, hp_stack_guessed(t->scache), frame);
 	uint64_t rate = rate_now(), w = HP_FX_ONE;
 	struct hp_live_val old,
 	    v = {.size = n, .birth_ms = atomic_load_explicit(&hp_round_ms, memory_order_relaxed)};
@@ -387,48 +439,31 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 		w = hp_weight_fx(n, rate);
 		v.size |= HP_LIVE_SAMPLED;
 	}
-	struct hp_unwind_memo *m = NULL;
-	unsigned slot = 0;
 	if (again) {
 		v.stack = again;
-	} else if (thread_memos(t)) {
-		slot = memo_pick(t, frame);
-		m = memo_at(t, slot);
-	}
-	/* The walk need not find again that it does not repeat m's. */
-	int tried = m && m->id;
-	int walked = 0;
-	if (again) {
-		/* The next memo's walk again: nothing to walk. */
-	} else if (tried && hp_unwind_memo_repeats(m, frame, hp.args.max_depth)) {
-		v.stack = m->id;
+	} else if (!thread_memos(t)) {
+		v.stack = guess_or_walk(t, NULL, 0, frame, 0);
 	} else {
-		uint64_t frames[HP_MAX_DEPTH];
-		int same;
-		/* The thread's last walk, which this one splices against. */
-		const struct hp_unwind_memo *from = m ? memo_at(t, t->memo_last) : NULL;
-		if (from && from->id)
-			hp_stack_prefetch_after(from->id);
-		unsigned d = hp_unwind_memo_from(frames, hp.args.max_depth, hp.text_lo, hp.text_hi,
-						 frame, m, from, !tried, &same);
-		v.stack = capture_id(t, m, from, frames, d, same);
-		if (m)
-			note_second(t, slot, m, frame);
-		walked = 1;
-	}
-	if (m) {
-		m->id = v.stack;
-		/* Only memos whose walk repeated learn which follows which: a memo that walks
-		 * (each depth's of a recursion) would be guessed only to fail its check. */
-		unsigned next = 0;
-		if (!walked) {
-			struct hp_unwind_memo *prev = memo_at(t, t->memo_last);
-			prev->next =
-			    (uint16_t)(slot | ((uint8_t)prev->next == slot ? MEMO_SURE : 0));
-			next = m->next;
+		unsigned slot = memo_pick(t, frame);
+		struct hp_unwind_memo *m = memo_at(t, slot);
+		if (m->id && hp_unwind_memo_repeats(m, frame, hp.args.max_depth)) {
+			v.stack = m->id;
+			/* Memos whose walks repeat learn which follows which, though not from a
+			 * guess, which no memo holds. */
+			unsigned next = 0;
+			if (!(t->memo_next & MEMO_GUESSED)) {
+				struct hp_unwind_memo *prev = memo_at(t, t->memo_last);
+				prev->next =
+				    (uint16_t)(slot |
+					       ((uint8_t)prev->next == slot ? MEMO_SURE : 0));
+				next = m->next;
+			}
+			t->memo_last = (uint8_t)slot;
+			t->memo_next = (uint16_t)next;
+		} else {
+			/* The walk need not find again that it does not repeat m's. */
+			v.stack = guess_or_walk(t, m, slot, frame, m->id != 0);
 		}
-		t->memo_last = (uint8_t)slot;
-		t->memo_next = (uint16_t)next;
 	}
 	if (!v.stack)
 		lost(t);

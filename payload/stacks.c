@@ -23,6 +23,18 @@ struct ent {
 };
 _Static_assert(sizeof(struct ent) == 32, "hp_stacks_init's bound counts 32 bytes an id");
 
+/* By id, for hp_stack_guess: the stack some thread took right after this one, and where
+ * this one's checks (unwind.h, hp_unwind_rel_make) begin in the check arena: CHK_NONE
+ * before any thread made them, CHK_CLAIMED while one makes them and for good when they
+ * cannot be made, else at least CHK_FIRST. */
+struct guess {
+	_Atomic uint32_t succ;
+	_Atomic uint32_t chk;
+};
+#define CHK_NONE 0u
+#define CHK_CLAIMED 1u
+#define CHK_FIRST 2u
+
 static struct {
 	_Atomic uint32_t *slots; /* hash index -> id; 0 empty, CLAIMING while written */
 	struct ent *ents;	 /* by id */
@@ -31,7 +43,11 @@ static struct {
 	uint64_t arena_cap;	  /* frames */
 	_Atomic uint64_t next_id; /* 64 bits: take() serves it and the arena */
 	_Atomic uint64_t arena_used;
-	uint32_t sent_upto; /* collector: every id below it was sent or is dead */
+	uint32_t sent_upto;  /* collector: every id below it was sent or is dead */
+	struct guess *guess; /* by id */
+	uint16_t *chk;	     /* the check arena */
+	uint64_t chk_cap;    /* words */
+	_Atomic uint64_t chk_used;
 } st;
 
 int hp_stacks_init(uint64_t max_memory)
@@ -48,10 +64,16 @@ int hp_stacks_init(uint64_t max_memory)
 	st.slots = hp_reserve(st.nslots * sizeof *st.slots);
 	st.ents = hp_reserve(((size_t)st.max_ids + 1) * sizeof *st.ents);
 	st.arena = hp_reserve(st.arena_cap * sizeof *st.arena);
+	/* A check word a frame and the head: a fourth of the frames' room. The words below
+	 * CHK_FIRST are never handed out. */
+	st.chk_cap = st.arena_cap + (uint64_t)st.max_ids * HP_UNWIND_REL_HEAD;
+	st.guess = hp_reserve(((size_t)st.max_ids + 1) * sizeof *st.guess);
+	st.chk = hp_reserve(st.chk_cap * sizeof *st.chk);
 	atomic_store(&st.next_id, 1);
 	atomic_store(&st.arena_used, 0);
+	atomic_store(&st.chk_used, CHK_FIRST);
 	st.sent_upto = 1;
-	if (!st.slots || !st.ents || !st.arena || hp_unwind_init() < 0)
+	if (!st.slots || !st.ents || !st.arena || !st.guess || !st.chk || hp_unwind_init() < 0)
 		return -1;
 	return 0;
 }
@@ -65,6 +87,10 @@ void hp_stacks_fini(void)
 		hp_unreserve(st.ents, ((size_t)st.max_ids + 1) * sizeof *st.ents);
 	if (st.arena)
 		hp_unreserve(st.arena, st.arena_cap * sizeof *st.arena);
+	if (st.guess)
+		hp_unreserve(st.guess, ((size_t)st.max_ids + 1) * sizeof *st.guess);
+	if (st.chk)
+		hp_unreserve(st.chk, st.chk_cap * sizeof *st.chk);
 	memset(&st, 0, sizeof st);
 }
 
@@ -72,8 +98,9 @@ uint64_t hp_stacks_bytes(void)
 {
 	uint64_t ids = atomic_load_explicit(&st.next_id, memory_order_relaxed);
 	uint64_t used = atomic_load_explicit(&st.arena_used, memory_order_relaxed);
-	return ids * sizeof(struct ent) + ids * 2 * sizeof(uint32_t) +
-	       used * sizeof(uint64_t);
+	uint64_t chk = atomic_load_explicit(&st.chk_used, memory_order_relaxed);
+	return ids * (sizeof(struct ent) + sizeof(struct guess)) + ids * 2 * sizeof(uint32_t) +
+	       used * sizeof(uint64_t) + chk * sizeof(uint16_t);
 }
 
 uint32_t hp_stacks_end(void)
@@ -222,6 +249,7 @@ struct sc_ent {
 
 struct hp_stack_cache {
 	struct sc_ent e[1u << SC_BITS];
+	uint32_t guessed; /* the id hp_stack_guess last found */
 };
 
 size_t hp_stack_cache_size(void)
@@ -302,6 +330,61 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 		memcpy(e->f, f, k * sizeof *f);
 	}
 	return id;
+}
+
+uint32_t hp_stack_guess(struct hp_stack_cache *c, uint32_t last, uintptr_t frame)
+{
+	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_acquire);
+	if (!id)
+		return 0;
+	uint32_t o = atomic_load_explicit(&st.guess[id].chk, memory_order_acquire);
+	if (o < CHK_FIRST)
+		return 0;
+	const struct ent *e = &st.ents[id];
+	if (!hp_unwind_rel_holds(st.chk + o, st.arena + e->off, e->depth, frame))
+		return 0;
+	c->guessed = id;
+	return id;
+}
+
+uint32_t hp_stack_guessed(const struct hp_stack_cache *c)
+{
+	return c->guessed;
+}
+
+/* The checks of id, made from m, into the check arena, by the first thread to find it
+ * without; checks of another modules' count are made again, since ids outlive a dlclose. */
+static void make_checks(uint32_t id, const struct hp_unwind_memo *m, uintptr_t frame)
+{
+	_Atomic uint32_t *at = &st.guess[id].chk;
+	uint32_t o = atomic_load_explicit(at, memory_order_acquire);
+	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
+	if (o == CHK_CLAIMED ||
+	    (o != CHK_NONE && (st.chk[o] | (uint32_t)st.chk[o + 1] << 16) == gen))
+		return;
+	const struct ent *e = &st.ents[id];
+	if (e->depth != m->n || !atomic_compare_exchange_strong(at, &o, CHK_CLAIMED))
+		return;
+	const uint64_t *f = st.arena + e->off;
+	for (unsigned i = 0; i < m->n; i++)
+		if (f[i] != m->st[i].ra)
+			return;
+	uint16_t w[HP_UNWIND_REL_HEAD + 3 * HP_MAX_DEPTH];
+	unsigned n = hp_unwind_rel_make(m, frame, w, sizeof w / sizeof *w);
+	uint64_t off;
+	if (!n || !take(&st.chk_used, n, st.chk_cap, &off))
+		return;
+	memcpy(&st.chk[off], w, n * sizeof *w);
+	atomic_store_explicit(at, (uint32_t)off, memory_order_release);
+}
+
+void hp_stack_learn(uint32_t last, uint32_t id, const struct hp_unwind_memo *m, uintptr_t frame)
+{
+	if (!id || is_cut(&st.ents[id]))
+		return;
+	if (last && atomic_load_explicit(&st.guess[last].succ, memory_order_relaxed) != id)
+		atomic_store_explicit(&st.guess[last].succ, id, memory_order_release);
+	make_checks(id, m, frame);
 }
 
 void hp_stacks_each_new(hp_stack_fn fn, void *arg)

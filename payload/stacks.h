@@ -18,6 +18,12 @@
  * in the table, checked frame by frame, no hash), for programs whose paths outnumber the
  * cache; only what the guess misses goes into the cache.
  * It returns what hp_stack_intern would.
+ * hp_stack_guess spares a thread the walk when its next stack is the one some thread took
+ * right after its last one the time before (a recursion's nodes: binary-trees walks every
+ * node's path otherwise): that stack, if the checks made from a walk of it
+ * (hp_stack_learn, unwind.h's hp_unwind_rel_make) hold from frame, which they do only if a
+ * walk from there would return exactly its frames. A thread learns after each walk, and
+ * the cache keeps the id of its last guess (hp_stack_guessed).
  */
 #ifndef HEAPPROF_STACKS_H
 #define HEAPPROF_STACKS_H
@@ -48,6 +54,11 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 /* Starts loading the frames of the stack interned after last the time before, which
  * hp_stack_intern_after compares first, while the walk runs. */
 void hp_stack_prefetch_after(uint32_t last);
+
+uint32_t hp_stack_guess(struct hp_stack_cache *c, uint32_t last, uintptr_t frame);
+uint32_t hp_stack_guessed(const struct hp_stack_cache *c);
+/* After a walk from frame into m that got id, the capture before having got last. */
+void hp_stack_learn(uint32_t last, uint32_t id, const struct hp_unwind_memo *m, uintptr_t frame);
 
 typedef void (*hp_stack_fn)(uint32_t id, const uint64_t *frames, uint32_t depth, void *arg);
 void hp_stacks_each_new(hp_stack_fn fn, void *arg);

@@ -1118,3 +1118,81 @@ unsigned hp_unwind_memo(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
 	hp_unwind_memo_tail(m, frames, n);
 	return n;
 }
+
+/* a - frame in units of 8 bytes into *o, if it is one and fits. */
+static int rel_off(uintptr_t a, uintptr_t frame, uint16_t *o)
+{
+	uintptr_t d = a - frame;
+	if (a < frame || (d & 7) || d >> 3 > UINT16_MAX)
+		return 0;
+	*o = (uint16_t)(d >> 3);
+	return 1;
+}
+
+unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uint16_t *out,
+			    unsigned cap)
+{
+	unsigned n = m->n;
+	if (!n || m->dropped || m->cap_hit || HP_UNWIND_REL_HEAD + n > cap)
+		return 0;
+	/* What ended the walk must end it from any frame: max, or a rule that says the stack
+	 * ends there. A walk stopped by a bound of this thread's stack could go on elsewhere. */
+	if (!m->cut && (rule_for(m->st[n - 1].ra - 1) & 3) != K_END)
+		return 0;
+	uint16_t *ra = out + HP_UNWIND_REL_HEAD;
+	for (unsigned i = 0; i < n; i++)
+		if (!rel_off(m->st[i].cfa - 8, frame, &ra[i]))
+			return 0;
+	/* The memo's marks keep the last step's rbp for a walk that goes on from it; here
+	 * nothing reads past the last step. need: whether a later step reads the rbp in
+	 * effect after step i, taken from the last step down. */
+	unsigned k = HP_UNWIND_REL_HEAD + n, nbp = 0;
+	int need = 0;
+	for (unsigned i = n; i-- > 0;) {
+		const struct hp_unwind_step *s = &m->st[i];
+		uintptr_t at = hp_step_bp_at(s);
+		uint16_t o;
+		/* The walk reads every saved rbp, needed or not, within the stack. */
+		if (at && !rel_off(at, frame, &o))
+			return 0;
+		if (at && need) {
+			if (k + 2 > cap || !rel_off(s->bp, frame, &out[k + 1]))
+				return 0;
+			out[k] = o;
+			k += 2;
+			nbp++;
+		}
+		need = (s->at & HP_STEP_READS_BP) || (!at && need);
+	}
+	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
+	if (gen != (uint32_t)m->gen)
+		return 0;
+	out[0] = (uint16_t)gen;
+	out[1] = (uint16_t)(gen >> 16);
+	out[2] = ra[n - 1];
+	out[3] = (uint16_t)nbp;
+	return k;
+}
+
+/* Every word the walk would read is within the stack (the highest is the last return
+ * address, the checks' top) and holds what it held: the same rules then read the same
+ * words, as memo_holds argues. */
+int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame)
+{
+	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
+	if ((c[0] | (uint32_t)c[1] << 16) != gen)
+		return 0;
+	uintptr_t hi = stack_top(frame);
+	if (!hi || (frame & 7) || frame + 8 * (uintptr_t)c[2] + 8 > hi)
+		return 0;
+	const uint16_t *o = c + HP_UNWIND_REL_HEAD;
+	for (unsigned i = 0; i < depth; i++)
+		if (*(const uintptr_t *)(frame + 8 * (uintptr_t)o[i]) != f[i])
+			return 0;
+	o += depth;
+	for (unsigned j = 0; j < c[3]; j++, o += 2)
+		if (*(const uintptr_t *)(frame + 8 * (uintptr_t)o[0]) !=
+		    frame + 8 * (uintptr_t)o[1])
+			return 0;
+	return 1;
+}

@@ -170,6 +170,22 @@ static inline void hp_unwind_memo_tail(const struct hp_unwind_memo *m, uint64_t 
 		frames[i] = (s++)->ra;
 }
 
+/* A walk as checks that hold for it from any frame address: for a program that takes
+ * many paths in turn, none of which its memos hold (binary-trees' nodes, each a new path),
+ * a stack's checks let a later allocation take that stack without a walk. Words of 16
+ * bits, offsets from the frame in units of 8 bytes: HP_UNWIND_REL_HEAD of them (the
+ * modules' count in two, the highest offset read, the count of rbp checks), then the
+ * return address's offset of each step, then an (offset, value's offset) pair for each
+ * saved rbp a later step reads. hp_unwind_rel_make makes them from a memo just walked from
+ * frame, into out (cap words): how many words, 0 when they cannot express that walk (frames
+ * dropped, offsets past 16 bits, a walk that ended other than at a rule's end of the stack
+ * or at max). hp_unwind_rel_holds: 1 if a walk from frame now would take the same steps,
+ * whose return addresses are f (depth of them), as the one the checks were made from. */
+#define HP_UNWIND_REL_HEAD 4u
+unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uint16_t *out,
+			    unsigned cap);
+int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame);
+
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */
 int hp_unwind_regs(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi,

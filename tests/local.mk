@@ -49,8 +49,10 @@ EXTRA_DIST += $(HP_E2E_TESTS) tests/integration/lib.sh
 
 TESTS += tests/integration/test-e2e-modes.sh
 EXTRA_DIST += tests/integration/test-e2e-modes.sh
-TESTS += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut-stacks.sh
-EXTRA_DIST += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut-stacks.sh
+TESTS += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut-stacks.sh \
+	tests/integration/test-e2e-exact-paths.sh
+EXTRA_DIST += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut-stacks.sh \
+	tests/integration/test-e2e-exact-paths.sh
 
 # Process states while attached (issue 5): fork and exec, dlopen and dlclose.
 check_PROGRAMS += tests/targets/fork-target tests/targets/dl-target tests/targets/libdltest.so

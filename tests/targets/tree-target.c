@@ -6,6 +6,8 @@
  *         its 2^(D+1) - 1 calls allocating one block of 32 bytes (the line marked HP_SITE),
  *         writing it and freeing it before it recurses: every call is a call path of its
  *         own, as in binary-trees; then "done".
+ *   flip  later walks call the two call sites in the other order: the same paths, met in
+ *         another order; answers "flipped".
  *   ping  answers "pong" without allocating.
  *   exit  (or end of input) the process exits 0.
  * A bad D exits 2.
@@ -18,7 +20,10 @@
 
 void node(unsigned d);
 
-/* Two call sites of itself, so a call's path is the left and right turns above it. */
+static unsigned flipped;
+
+/* Two call sites of itself, so a call's path is the left and right turns above it. The
+ * distinct asm after each keeps the compiler from merging them into one. */
 __attribute__((noinline, noclone)) void node(unsigned d)
 {
 	unsigned char *p = malloc(BLOCK); /* HP_SITE */
@@ -30,9 +35,14 @@ __attribute__((noinline, noclone)) void node(unsigned d)
 	memset(p, (int)d, BLOCK);
 	__asm__ volatile("" ::"r"(p) : "memory");
 	free(p);
-	if (d > 0) {
-		node(d - 1);
-		node(d - 1);
+	for (unsigned k = 0; d > 0 && k < 2; k++) {
+		if (k == flipped) {
+			node(d - 1);
+			__asm__ volatile("# left turn" ::: "memory");
+		} else {
+			node(d - 1);
+			__asm__ volatile("# right turn" ::: "memory");
+		}
 	}
 	__asm__ volatile("" ::: "memory");
 }
@@ -53,6 +63,9 @@ int main(int argc, char **argv)
 		if (!strcmp(line, "go")) {
 			node((unsigned)depth);
 			puts("done");
+		} else if (!strcmp(line, "flip")) {
+			flipped = !flipped;
+			puts("flipped");
 		} else if (!strcmp(line, "ping")) {
 			puts("pong");
 		} else if (!strcmp(line, "exit")) {

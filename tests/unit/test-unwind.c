@@ -246,6 +246,15 @@ static void test_garbage(void **state)
 static struct hp_unwind_memo *memo, *memo_from;
 static int memo_same;
 
+/* test_rel_checks: memo_unwind tests rel_in (made for rel_frames, rel_depth of them) from
+ * its frame before it walks, and makes rel_out from its walk after. */
+#define REL_CAP (HP_UNWIND_REL_HEAD + 3 * MAX)
+static const uint16_t *rel_in;
+static const uint64_t *rel_frames;
+static unsigned rel_depth, rel_len;
+static uint16_t *rel_out;
+static int rel_holds;
+
 /* Called like the others from call_unwinder, and walks from its own frame as a hook does,
  * so its first frame is the return into call_unwinder, as the slow walk's is. With two
  * memos, frames the splice left unwritten are poisoned first, so that any that
@@ -255,6 +264,8 @@ __attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max,
 {
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	unsigned n;
+	if (rel_in)
+		rel_holds = hp_unwind_rel_holds(rel_in, rel_frames, rel_depth, frame);
 	if (memo_from) {
 		memset(f, 0xa5, max * sizeof *f);
 		n = hp_unwind_memo_from(f, max, lo, hi, frame, memo, memo_from, 1, &memo_same);
@@ -262,6 +273,8 @@ __attribute__((noinline)) static unsigned memo_unwind(uint64_t *f, unsigned max,
 	} else {
 		n = hp_unwind_memo(f, max, lo, hi, frame, memo, &memo_same);
 	}
+	if (rel_out)
+		rel_len = hp_unwind_rel_make(memo, frame, rel_out, REL_CAP);
 	__asm__ volatile("" ::: "memory");
 	return n;
 }
@@ -506,6 +519,131 @@ static void test_memo_skips_failing(void **state)
 	memo = NULL;
 }
 
+/* A walk's checks, made from one shape, tested from every shape of the same max: they
+ * hold for the shape they were made from, and only where the walk there has exactly their
+ * frames. Many shapes share their inner frames and differ further up (a recursion one
+ * deeper, the same callback below other callers), or have the same return addresses with
+ * frames of another size (alloca), or rbp values that frames with frame pointers read. */
+static void rel_shape(const struct memo_shape *s, struct memo_cap *c, uint16_t *out,
+		      const uint16_t *in, const struct memo_cap *from)
+{
+	rel_out = out;
+	rel_in = in;
+	rel_frames = from ? from->memo : NULL;
+	rel_depth = from ? from->nmemo : 0;
+	rel_holds = -1;
+	run_memo_shape(s, c);
+	rel_out = NULL;
+	rel_in = NULL;
+	assert_int_equal(c->nmemo, c->nslow);
+	assert_memory_equal(c->memo, c->slow, c->nslow * sizeof c->slow[0]);
+}
+
+static int same_shape(const struct memo_shape *a, const struct memo_shape *b)
+{
+	return a->kind == b->kind && a->lib == b->lib && a->a == b->a && a->b == b->b;
+}
+
+struct rel_thread {
+	uint16_t *out;
+	const uint16_t *in;
+	const struct memo_cap *from;
+	struct memo_cap c;
+	int holds;
+};
+
+static void *rel_thread_main(void *arg)
+{
+	struct rel_thread *r = arg;
+	struct memo_shape s = {S_RECURSE, 0, 4, 0, MAX, 0};
+	rel_shape(&s, &r->c, r->out, r->in, r->from);
+	r->holds = rel_holds;
+	return NULL;
+}
+
+static void test_rel_checks(void **state)
+{
+	(void)state;
+	struct hp_unwind_memo *m = hp_unwind_memo_new(MAX);
+	assert_non_null(m);
+	memo = m;
+	const size_t n = sizeof shapes / sizeof shapes[0];
+	unsigned held = 0, refused = 0;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < n; j++) {
+			if (shapes[j].max != shapes[i].max)
+				continue;
+			uint16_t chk[REL_CAP];
+			struct memo_cap a, b;
+			/* One call site for both, so that the frames above it are the same. */
+			for (volatile int k = 0; k < 2; k++)
+				rel_shape(k ? &shapes[j] : &shapes[i], k ? &b : &a, k ? NULL : chk,
+					  k ? chk : NULL, k ? &a : NULL);
+			assert_true(rel_len > HP_UNWIND_REL_HEAD);
+			int same = b.nmemo == a.nmemo &&
+				   !memcmp(b.memo, a.memo, a.nmemo * sizeof a.memo[0]);
+			if (same_shape(&shapes[i], &shapes[j]))
+				assert_int_equal(rel_holds, 1);
+			else if (rel_holds)
+				assert_true(same);
+			held += rel_holds == 1;
+			refused += rel_holds == 0;
+		}
+	}
+	assert_true(held > 0 && refused > held);
+	/* Made on one thread's stack, they hold on another's at other addresses, and on the
+	 * main thread's, whose outer frames differ, they do not. */
+	uint16_t chk[REL_CAP];
+	struct rel_thread t1 = {.out = chk}, t2 = {.in = chk, .from = &t1.c};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, rel_thread_main, &t1), 0);
+	pthread_join(t, NULL);
+	assert_true(rel_len > HP_UNWIND_REL_HEAD);
+	assert_int_equal(pthread_create(&t, NULL, rel_thread_main, &t2), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(t2.holds, 1);
+	struct rel_thread t3 = {.in = chk, .from = &t1.c};
+	rel_thread_main(&t3);
+	assert_int_equal(t3.holds, 0);
+	hp_unwind_memo_free(m);
+	memo = NULL;
+}
+
+/* The checks word by word, made by hand over words of this thread's stack: each return
+ * address and each rbp value must be where they say, the modules' count the same, and the
+ * frame aligned and on the calling thread's stack. */
+static void test_rel_words(void **state)
+{
+	(void)state;
+	uintptr_t w[8] = {0};
+	uintptr_t frame = (uintptr_t)w;
+	const uint64_t f[2] = {0x401234, 0x405678};
+	uint32_t gen = (uint32_t)atomic_load(&hp_unwind_gen);
+	/* Return addresses at w[1] and w[5], and w[4] holding the address of w[6]. */
+	const uint16_t chk[] = {(uint16_t)gen, (uint16_t)(gen >> 16), 5, 1, 1, 5, 4, 6};
+	w[1] = f[0];
+	w[5] = f[1];
+	w[4] = (uintptr_t)&w[6];
+	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame), 1);
+	w[5]++;
+	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame), 0);
+	w[5]--;
+	w[4] += 8;
+	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame), 0);
+	w[4] -= 8;
+	atomic_fetch_add(&hp_unwind_gen, 1);
+	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame), 0);
+	atomic_fetch_sub(&hp_unwind_gen, 1);
+	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame + 4), 0);
+	uintptr_t *heap = calloc(8, sizeof *heap);
+	assert_non_null(heap);
+	memcpy(heap, w, sizeof w);
+	heap[4] = (uintptr_t)&heap[6];
+	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, (uintptr_t)heap), 0);
+	free(heap);
+	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame), 1);
+}
+
 static int load(struct lib *l, const char *path, const char *pfx)
 {
 	char name[64];
@@ -557,6 +695,8 @@ int main(void)
 	    cmocka_unit_test(test_memo_scratch_rbp),
 	    cmocka_unit_test(test_memo_first_return),
 	    cmocka_unit_test(test_memo_skips_failing),
+	    cmocka_unit_test(test_rel_checks),
+	    cmocka_unit_test(test_rel_words),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
