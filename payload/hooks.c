@@ -386,20 +386,22 @@ __attribute__((noinline)) static void record_alloc_counted(struct hp_thread *t, 
 }
 
 /* The stack id of an allocation from frame whose memo m (slot; NULL without memos) does not
- * hold its walk, tried when m has one: a guess, else a walk into m. Out of line, so that
- * the allocations that need neither (a loop's, a server's request) keep record_alloc_rest's
- * registers. */
+ * hold its walk, tried when m has one: a guess, else a walk into m. Guesses are tried and
+ * learnt only where m's path keeps changing (each depth's of a recursion): a guess leaves m
+ * as it was, and a memo that would hold its path from its next walk on (a server's request
+ * paths taking turns in a set) must have that walk. Out of line, so that the allocations
+ * that need neither (a loop's, a server's request) keep record_alloc_rest's registers. */
 __attribute__((noinline)) static uint32_t guess_or_walk(struct hp_thread *t,
 							struct hp_unwind_memo *m, unsigned slot,
 							uintptr_t frame, int tried)
 {
-	uint32_t id;
-	if (m && t->scache && !(t->memo_next & MEMO_GUESSED) &&
-	    (id = hp_stack_guess(t->scache, last_stack(t), frame))) {
+	int guessing = m && t->scache && hp_unwind_memo_failing(m);
+	uint32_t last = guessing ? last_stack(t) : 0, id;
+	if (guessing && !(t->memo_next & MEMO_GUESSED) &&
+	    (id = hp_stack_guess(t->scache, last, frame))) {
 		t->memo_next = MEMO_GUESSED;
 		return id;
 	}
-	uint32_t last = m ? last_stack(t) : 0;
 	uint64_t frames[HP_MAX_DEPTH];
 	int same;
 	/* The thread's last walk, which this one splices against. */
@@ -411,7 +413,8 @@ __attribute__((noinline)) static uint32_t guess_or_walk(struct hp_thread *t,
 	id = capture_id(t, m, from, frames, d, same);
 	if (m) {
 		note_second(t, slot, m, frame);
-		hp_stack_learn(last, id, m, frame);
+		if (guessing)
+			hp_stack_learn(last, id, m, frame);
 		m->id = id;
 		/* A memo that walks (each depth's of a recursion) would be guessed only to fail
 		 * its check: none follows it. */

@@ -816,12 +816,11 @@ static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
 	return room ? k + 1 : HP_MEMO_CHECKS_LONG;
 }
 
-#define MEMO_SKIP_AFTER 4u
 #define MEMO_RETRY_EVERY 16u
 
 int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
-	if (m->nchk == HP_MEMO_CHECKS_UNMADE && m->misses >= MEMO_SKIP_AFTER &&
+	if (m->nchk == HP_MEMO_CHECKS_UNMADE && m->misses >= HP_MEMO_SKIP_AFTER &&
 	    ++m->misses % MEMO_RETRY_EVERY)
 		return 0;
 	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
@@ -829,14 +828,14 @@ int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsig
 		return 0;
 	/* Made once the walk has repeated: a program whose every allocation is a new stack
 	 * (binary-trees) would make them each time for nothing. Nor does such a program have
-	 * the walk checked each time: once MEMO_SKIP_AFTER checks in a row failed, only every
+	 * the walk checked each time: once HP_MEMO_SKIP_AFTER checks in a row failed, only every
 	 * MEMO_RETRY_EVERY-th is made. Each depth of its recursion has a memo of its own, and
 	 * each walk there takes another path above it, found out only some frames up (94
 	 * instructions a node, 75 of them saved). The walk that follows a check left out costs a
 	 * program whose memo would have repeated after all no more than one that failed. */
 	if (m->nchk == HP_MEMO_CHECKS_UNMADE) {
 		if (!memo_repeats_slow(m, frame)) {
-			m->misses += m->misses < MEMO_SKIP_AFTER;
+			m->misses += m->misses < HP_MEMO_SKIP_AFTER;
 			return 0;
 		}
 		m->misses = 0;

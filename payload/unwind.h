@@ -147,6 +147,13 @@ static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t fra
 			return 0;
 	return 1;
 }
+/* Checks of m that failed this many times in a row (misses) say its path keeps changing,
+ * as each depth's of a recursion does: its walks are then seldom made again. */
+#define HP_MEMO_SKIP_AFTER 4u
+static inline int hp_unwind_memo_failing(const struct hp_unwind_memo *m)
+{
+	return m->misses >= HP_MEMO_SKIP_AFTER;
+}
 /* The same walk with two memos: it splices against from's last walk and leaves its own in
  * m (from may be m; both made with the same max); first, though, it is taken whole from m
  * when it is m's last walk again (unless try_again is 0: the caller found
