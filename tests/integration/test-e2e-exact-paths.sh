@@ -39,7 +39,7 @@ hp_stop_target
 paths=$(((1 << (D + 1)) - 1))
 "$HP_VIEW" export --format collapsed --output "$hp_tmp/collapsed.txt" "$hp_tmp/p.hpf" \
 	2>"$hp_tmp/view.err" || hp_fail "heapprof-view export failed: $(cat "$hp_tmp/view.err")"
-grep 'node (tests/targets/tree-target\.c:[0-9]*) [0-9]*$' "$hp_tmp/collapsed.txt" \
+grep 'node ([^ ]*tree-target\.c:[0-9]*) [0-9]*$' "$hp_tmp/collapsed.txt" \
 	>"$hp_tmp/node.txt" || hp_fail "no stack ends at node: $(head -n 3 "$hp_tmp/collapsed.txt")"
 n=$(wc -l <"$hp_tmp/node.txt")
 [ "$n" -eq "$paths" ] || hp_fail "$n stacks end at node, not one for each of the $paths paths"
