@@ -22,8 +22,9 @@
  * right after its last one the time before (a recursion's nodes: binary-trees walks every
  * node's path otherwise): that stack, if the checks made from a walk of it
  * (hp_stack_learn, unwind.h's hp_unwind_rel_make) hold from frame, which they do only if a
- * walk from there would return exactly its frames. A thread learns after each walk, and
- * the cache keeps the id of its last guess (hp_stack_guessed).
+ * walk from there would return exactly its frames. A thread learns after a walk (the hooks
+ * ask only where the walk's memo keeps failing), and the cache keeps the id of its last
+ * guess (hp_stack_guessed).
  */
 #ifndef HEAPPROF_STACKS_H
 #define HEAPPROF_STACKS_H
