@@ -358,9 +358,7 @@ static void make_checks(uint32_t id, const struct hp_unwind_memo *m, uintptr_t f
 {
 	_Atomic uint32_t *at = &st.guess[id].chk;
 	uint32_t o = atomic_load_explicit(at, memory_order_acquire);
-	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
-	if (o == CHK_CLAIMED ||
-	    (o != CHK_NONE && (st.chk[o] | (uint32_t)st.chk[o + 1] << 16) == gen))
+	if (o == CHK_CLAIMED || (o != CHK_NONE && hp_unwind_rel_current(st.chk + o)))
 		return;
 	const struct ent *e = &st.ents[id];
 	if (e->depth != m->n || !atomic_compare_exchange_strong(at, &o, CHK_CLAIMED))

@@ -1176,10 +1176,15 @@ unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uin
 /* Every word the walk would read is within the stack (the highest is the last return
  * address, the checks' top) and holds what it held: the same rules then read the same
  * words, as memo_holds argues. */
-int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame)
+int hp_unwind_rel_current(const uint16_t *c)
 {
 	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
-	if ((c[0] | (uint32_t)c[1] << 16) != gen)
+	return (c[0] | (uint32_t)c[1] << 16) == gen;
+}
+
+int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame)
+{
+	if (!hp_unwind_rel_current(c))
 		return 0;
 	uintptr_t hi = stack_top(frame);
 	if (!hi || (frame & 7) || frame + 8 * (uintptr_t)c[2] + 8 > hi)

@@ -192,6 +192,8 @@ static inline void hp_unwind_memo_tail(const struct hp_unwind_memo *m, uint64_t 
 unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uint16_t *out,
 			    unsigned cap);
 int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame);
+/* 1 if checks c were made under the modules' count in force now. */
+int hp_unwind_rel_current(const uint16_t *c);
 
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */
