@@ -208,6 +208,15 @@ uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
 /* membarrier(MEMBARRIER_CMD_GLOBAL) works: adds take no lock (set once at init). */
 extern int hp_threads_fenced __attribute__((visibility("hidden")));
 
+/* Moves the owner's mark on by one. Only the owner writes seq, so an unlocked add to
+ * memory is enough, and one instruction where a load and a store took three and a
+ * register that GCC spilled across the add. The clobber keeps the counters' stores on
+ * the right side of it; an x86 store is a release. */
+static inline void hp_seq_step(struct hp_thread *t)
+{
+	__asm__ volatile("addl $1, %0" : "+m"(*(uint32_t *)&t->seq) : : "memory");
+}
+
 /* The counter at key's home slot in tab (key's or not), NULL when tab is empty. A program
  * that takes turns between a few sites (a server's request) finds each there: inline, that
  * add costs no call. */
@@ -275,13 +284,10 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 		hp_thread_add_locked(t, key, free, n, size, temp);
 		return;
 	}
-	/* Odd while the add lasts. Only the owner writes seq: it is read again at the end
-	 * rather than kept, which would hold a register across the add (GCC spilled it). */
-	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	/* The compiler must not move the table choice above the mark; the CPU may, and the
-	 * collector's membarrier is what orders the two. */
-	atomic_signal_fence(memory_order_seq_cst);
+	/* Odd while the add lasts. The compiler must not move the table choice above the
+	 * mark (the asm's memory clobber); the CPU may, and the collector's membarrier is
+	 * what orders the two. */
+	hp_seq_step(t);
 	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
 	uint32_t i = t->last[a];
 	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
@@ -295,8 +301,7 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 	}
 	if (hp_site_has_bytes(key))
 		hp_thread_add_bytes(t, a, key, free, n, size);
-	atomic_store_explicit(&t->seq, atomic_load_explicit(&t->seq, memory_order_relaxed) + 1,
-			      memory_order_release);
+	hp_seq_step(t);
 }
 
 __attribute__((always_inline)) static inline void
