@@ -644,6 +644,37 @@ static void test_rel_words(void **state)
 	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame), 1);
 }
 
+/* Return addresses only, at every depth the checks' loop treats apart (under four, a
+ * multiple of four, and each remainder past one): each word is compared, whatever its
+ * place among the ones the loop reads in a group. */
+static void test_rel_depths(void **state)
+{
+	(void)state;
+	enum { MAXD = 13 };
+	uintptr_t w[MAXD + 2] = {0};
+	uint64_t f[MAXD];
+	uint16_t chk[HP_UNWIND_REL_HEAD + MAXD];
+	uint32_t gen = (uint32_t)atomic_load(&hp_unwind_gen);
+	for (unsigned d = 1; d <= MAXD; d++) {
+		chk[0] = (uint16_t)gen;
+		chk[1] = (uint16_t)(gen >> 16);
+		chk[2] = (uint16_t)d;
+		chk[3] = 0;
+		for (unsigned i = 0; i < d; i++) {
+			chk[HP_UNWIND_REL_HEAD + i] = (uint16_t)(i + 1);
+			f[i] = 0x401000 + 0x10 * i + d;
+			w[i + 1] = f[i];
+		}
+		assert_int_equal(hp_unwind_rel_holds(chk, f, d, (uintptr_t)w), 1);
+		for (unsigned i = 0; i < d; i++) {
+			w[i + 1] ^= 0x40;
+			assert_int_equal(hp_unwind_rel_holds(chk, f, d, (uintptr_t)w), 0);
+			w[i + 1] ^= 0x40;
+		}
+		assert_int_equal(hp_unwind_rel_holds(chk, f, d, (uintptr_t)w), 1);
+	}
+}
+
 static int load(struct lib *l, const char *path, const char *pfx)
 {
 	char name[64];
@@ -697,6 +728,7 @@ int main(void)
 	    cmocka_unit_test(test_memo_skips_failing),
 	    cmocka_unit_test(test_rel_checks),
 	    cmocka_unit_test(test_rel_words),
+	    cmocka_unit_test(test_rel_depths),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
