@@ -209,8 +209,8 @@ uint64_t hp_weight_fx(uint64_t n, uint64_t rate);
 extern int hp_threads_fenced __attribute__((visibility("hidden")));
 
 /* Moves the owner's mark on by one. Only the owner writes seq, so an unlocked add to
- * memory is enough, and one instruction where a load and a store took three and a
- * register that GCC spilled across the add. The clobber keeps the counters' stores on
+ * memory is enough: one instruction, where a load, an add and a store took three and GCC
+ * spilled the word's address across the add. The clobber keeps the counters' stores on
  * the right side of it; an x86 store is a release. */
 static inline void hp_seq_step(struct hp_thread *t)
 {

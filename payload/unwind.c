@@ -1182,28 +1182,36 @@ int hp_unwind_rel_current(const uint16_t *c)
 	return (c[0] | (uint32_t)c[1] << 16) == gen;
 }
 
-/* The word at frame + 8 * o[i] differs from f[i]: 0 where they are the same. */
-#define REL_DIFF(i) (*(const uintptr_t *)(frame + 8 * (uintptr_t)o[i]) ^ f[i])
-#define REL_DIFF4 (REL_DIFF(0) | REL_DIFF(1) | REL_DIFF(2) | REL_DIFF(3))
+/* 0 where the word at frame + 8 * o[i] is f[i]. */
+static inline uintptr_t rel_diff(const uint16_t *o, const uint64_t *f, unsigned i, uintptr_t frame)
+{
+	return *(const uintptr_t *)(frame + 8 * (uintptr_t)o[i]) ^ f[i];
+}
+
+static inline uintptr_t rel_diff4(const uint16_t *o, const uint64_t *f, uintptr_t frame)
+{
+	return rel_diff(o, f, 0, frame) | rel_diff(o, f, 1, frame) | rel_diff(o, f, 2, frame) |
+	       rel_diff(o, f, 3, frame);
+}
 
 /* Whether the return address at each offset o[i] from frame is f[i], i < depth. Four words
  * a test: the first four, then from depth % 4 on (the first words again where depth is no
- * multiple of four), as words read twice cost less than a branch each: 5 instructions a
- * word where one test a word took 7, a third of binary-trees' checks. */
+ * multiple of four), as a word read twice costs less than a branch a word: 5 instructions
+ * a word where a test each took 7. */
 static int rel_ras_hold(const uint16_t *o, const uint64_t *f, unsigned depth, uintptr_t frame)
 {
 	if (depth < 4) {
 		for (unsigned i = 0; i < depth; i++)
-			if (REL_DIFF(i))
+			if (rel_diff(o, f, i, frame))
 				return 0;
 		return 1;
 	}
 	const uint16_t *end = o + depth;
-	if (REL_DIFF4)
+	if (rel_diff4(o, f, frame))
 		return 0;
 	unsigned first = ((depth - 1) & 3) + 1;
 	for (o += first, f += first; o < end; o += 4, f += 4)
-		if (REL_DIFF4)
+		if (rel_diff4(o, f, frame))
 			return 0;
 	return 1;
 }
