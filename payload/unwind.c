@@ -820,7 +820,7 @@ static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
 
 int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
-	if (m->nchk == HP_MEMO_CHECKS_UNMADE && m->misses >= HP_MEMO_SKIP_AFTER &&
+	if (m->nchk == HP_MEMO_CHECKS_UNMADE && hp_unwind_memo_failing(m) &&
 	    ++m->misses % MEMO_RETRY_EVERY)
 		return 0;
 	if (!hp_unwind_memo_begins(m, frame) || m->cap_hit || m->max != max ||
@@ -1173,9 +1173,6 @@ unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uin
 	return k;
 }
 
-/* Every word the walk would read is within the stack (the highest is the last return
- * address, the checks' top) and holds what it held: the same rules then read the same
- * words, as memo_holds argues. */
 int hp_unwind_rel_current(const uint16_t *c)
 {
 	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
@@ -1216,6 +1213,9 @@ static int rel_ras_hold(const uint16_t *o, const uint64_t *f, unsigned depth, ui
 	return 1;
 }
 
+/* Every word the walk would read is within the stack (the highest is the last return
+ * address, the checks' top) and holds what it held: the same rules then read the same
+ * words, as memo_holds argues. */
 int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame)
 {
 	if (!hp_unwind_rel_current(c))
