@@ -177,15 +177,29 @@ hp_spawn()
 	hp_groups[$hp_pid]=1
 }
 
-# hp_wait_comm PID COMM: waits (up to 5 s) until PID has exec'd COMM, so a check made
-# next sees the program and not the shell that forked it.
-hp_wait_comm()
+# hp_wait_in_syscall PID NR...: waits (up to 10 s) until PID is blocked in one of the
+# syscalls numbered NR. A program's comm and exe change at exec, before the loader has mapped
+# libc and the locale or libc has made its heap, so a snapshot of its maps taken then would
+# change under the test.
+hp_wait_in_syscall()
 {
-	local n=0
+	local pid=$1 end=$((SECONDS + 10)) nr want
 
-	while [ "$(cat "/proc/$1/comm" 2>/dev/null)" != "$2" ] && ((n++ < 50)); do
+	shift
+	while :; do
+		read -r nr _ 2>/dev/null <"/proc/$pid/syscall"
+		for want; do
+			[ "$nr" != "$want" ] || return 0
+		done
+		((SECONDS < end)) || hp_error "process $pid is not blocked in syscall $* after 10 s"
 		sleep 0.1
 	done
+}
+
+# hp_wait_asleep PID: waits until PID, a sleep(1), is in nanosleep or clock_nanosleep.
+hp_wait_asleep()
+{
+	hp_wait_in_syscall "$1" 35 230
 }
 
 # hp_start_target CMD... : starts a target with a FIFO on its stdin and waits for its

@@ -7,7 +7,7 @@
 
 hp_spawn target sleep 300
 target=$hp_pid
-hp_wait_comm "$target" sleep
+hp_wait_asleep "$target"
 maps_before=$(cat "/proc/$target/maps")
 
 "$HP_DETACH" "$target" >"$hp_tmp/out" 2>"$hp_tmp/err"

@@ -14,7 +14,7 @@ snapshot()
 
 hp_spawn target sleep 300
 target=$hp_pid
-hp_wait_comm "$target" sleep
+hp_wait_asleep "$target"
 before=$(snapshot "$target")
 
 # expect_missing WANT ENV...

@@ -48,7 +48,7 @@ refused()
 
 hp_spawn root-target sleep 300
 target=$hp_pid
-hp_wait_comm "$target" sleep
+hp_wait_asleep "$target"
 msg="heapprof-attach: not permitted to profile process $target (sleep): it belongs to uid 0 and "
 msg+="you are uid $(id -u nobody) without CAP_SYS_PTRACE: run heapprof-attach as that user or as "
 msg+="root"
@@ -56,8 +56,8 @@ refused "$target" "$msg"
 
 hp_spawn undumpable "${as_nobody[@]}" "$work/undumpable"
 target=$hp_pid
-hp_wait_comm "$target" undumpable
-sleep 0.2
+# 34: pause(2), after its prctl.
+hp_wait_in_syscall "$target" 34
 msg="heapprof-attach: not permitted to profile process $target (undumpable): it is not dumpable "
 msg+="(a setuid/setgid program, or it called prctl(PR_SET_DUMPABLE, 0)): only root can profile it"
 refused "$target" "$msg"

@@ -18,7 +18,7 @@ fi
 
 hp_spawn target sleep 300
 target=$hp_pid
-hp_wait_comm "$target" sleep
+hp_wait_asleep "$target"
 session=$run_dir/$target.session
 
 # heapprof-detach creates the run directory if needed.
@@ -91,7 +91,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev/n
 		chown nobody "$xdg/heapprof"
 		hp_spawn nobody-target "${as_nobody[@]}" sleep 300
 		ntarget=$hp_pid
-		hp_wait_comm "$ntarget" sleep
+		hp_wait_asleep "$ntarget"
 		"${as_nobody[@]}" env XDG_RUNTIME_DIR="$xdg" "$HP_DETACH" "$ntarget" \
 			>"$hp_tmp/out" 2>"$hp_tmp/err"
 		status=$?

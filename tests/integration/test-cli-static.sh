@@ -20,10 +20,8 @@ cc -static -o "$hp_tmp/static-target" "$hp_tmp/static-target.c" 2>"$hp_tmp/cc.er
 
 hp_spawn static-target "$hp_tmp/static-target"
 target=$hp_pid
-n=0
-while [ "$(readlink "/proc/$target/exe")" != "$hp_tmp/static-target" ] && ((n++ < 50)); do
-	sleep 0.1
-done
+# 34: pause(2).
+hp_wait_in_syscall "$target" 34
 maps_before=$(cat "/proc/$target/maps")
 
 "$HP_ATTACH" --output "$hp_tmp/never.hpf" "$target" >"$hp_tmp/out" 2>"$hp_tmp/err"

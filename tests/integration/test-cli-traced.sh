@@ -53,6 +53,7 @@ check_refused()
 	shift
 	hp_spawn "target-$name" sleep 300
 	target=$hp_pid
+	hp_wait_asleep "$target"
 	hp_spawn "$name" "$@" "$target"
 	tracer=$hp_pid
 	n=0
