@@ -31,10 +31,12 @@ wait $gone
 expect_refusal 1 "heapprof-attach: no process with pid $gone: check the pid" "$HP_ATTACH" $gone
 expect_refusal 1 "heapprof-detach: no process with pid $gone: check the pid" "$HP_DETACH" $gone
 
-# A zombie: the child of a process (sleep) that never waits for it. The child becomes true
-# only after bash has turned into sleep: a child that ended before that exec would be
-# reaped by bash (seen on a fast machine: "no zombie to test with").
-hp_spawn zombie-parent bash -c '(sleep 0.3; exec /bin/true) & echo $!; exec sleep 60'
+# A zombie: the child of a process (sleep) that never waits for it. The child ends only
+# once bash ($$ in the subshell) has turned into sleep: a child that ended before that
+# exec would be reaped by bash (seen on a fast machine: "no zombie to test with").
+hp_spawn zombie-parent bash -c \
+	'(until [ "$(cat /proc/$$/comm)" = sleep ]; do sleep 0.05; done; exec /bin/true) &
+	echo $!; exec sleep 60'
 n=0
 while [ ! -s "$hp_tmp/zombie-parent.out" ] && ((n++ < 50)); do
 	sleep 0.1

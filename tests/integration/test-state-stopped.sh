@@ -9,7 +9,12 @@ hp_require_ptrace
 hp_require_binaries "$ST_TARGET"
 st_start
 kill -STOP "$TARGET_PID"
-sleep 0.1
+# Every thread takes the group stop on its own way back to user space: wait until all
+# show T, or the attach could come first and find the process running.
+n=0
+while grep -qv '^T$' < <(sed 's/.*) //; s/ .*//' "/proc/$TARGET_PID"/task/*/stat) && ((n++ < 100)); do
+	sleep 0.1
+done
 "$HP_ATTACH" --output "$hp_tmp/p.hpf" "$TARGET_PID" >"$hp_tmp/out" 2>"$hp_tmp/err"
 status=$?
 [ $status -eq 1 ] || hp_fail "heapprof-attach on a stopped process exited $status"
