@@ -161,7 +161,8 @@ static int at_syscall_insn(struct hp_thread *t, csh cs)
 }
 
 /* *in_payload is set when the thread was refused for being inside heapprof's hooks. */
-static int thread_safe(struct hp_thread *t, const struct ranges *r, csh cs, int *in_payload)
+static int thread_safe(struct hp_thread *t, const struct ranges *r, csh cs, struct hp_unwinder *u,
+		       int *in_payload)
 {
 	/* A thread that stopped for a signal of its own gets it back at once (release):
 	 * once calls run from that stop the signal lives only in our memory, and would be
@@ -171,7 +172,7 @@ static int thread_safe(struct hp_thread *t, const struct ranges *r, csh cs, int 
 	if ((int64_t)t->regs.orig_rax >= 0 && !at_syscall_insn(t, cs))
 		return 0;
 	struct check c = {r, 0, 0};
-	if (hp_unwind(t->tid, 1, check_frame, &c) < 1)
+	if (hp_unwind(u, t->tid, 1, check_frame, &c) < 1)
 		return 0;
 	*in_payload |= c.in_payload;
 	return !c.unsafe;
@@ -212,6 +213,13 @@ static int one_pass(pid_t pid, struct hp_thread *t, const struct ranges *unsafe,
 		*code_tid = pid;
 		return -1;
 	}
+	struct hp_unwinder *u = hp_unwinder_new();
+	if (!u) {
+		free(c);
+		*code = -ENOMEM;
+		*code_tid = pid;
+		return -1;
+	}
 	int seized_any = 0;
 	for (int i = 0; i < n; i++) {
 		int r = hp_thread_seize(pid, c[i].tid, t);
@@ -223,12 +231,14 @@ static int one_pass(pid_t pid, struct hp_thread *t, const struct ranges *unsafe,
 			continue;
 		}
 		seized_any = 1;
-		if (thread_safe(t, unsafe, cs, in_payload)) {
+		if (thread_safe(t, unsafe, cs, u, in_payload)) {
+			hp_unwinder_free(u);
 			free(c);
 			return 1;
 		}
 		hp_thread_release(t, NULL);
 	}
+	hp_unwinder_free(u);
 	free(c);
 	if (!seized_any && (n == 0 || *code == -EPERM || *code == -EBUSY || !hp_process_alive(pid)))
 		return -1;

@@ -223,6 +223,12 @@ static int payload_busy(pid_t pid, const struct leftovers *lo, struct hp_error *
 		hp_error_set(err, "process %d exited during detach", (int)pid);
 		return -1;
 	}
+	struct hp_unwinder *u = hp_unwinder_new();
+	if (!u) {
+		free(tids);
+		hp_ptrace_explain(pid, pid, -ENOMEM, err);
+		return -1;
+	}
 	int busy = 0;
 	for (int i = 0; i < n && !busy; i++) {
 		struct hp_thread t;
@@ -231,17 +237,16 @@ static int payload_busy(pid_t pid, const struct leftovers *lo, struct hp_error *
 			continue;
 		if (r) {
 			hp_ptrace_explain(pid, tids[i], r, err);
-			free(tids);
-			return -1;
+			busy = -1;
+			break;
 		}
 		struct busy_check c = {lo, 0};
-		hp_unwind(t.tid, 0, frame_in_payload, &c);
+		hp_unwind(u, t.tid, 0, frame_in_payload, &c);
 		busy = c.busy;
-		if (hp_thread_release(&t, err)) {
-			free(tids);
-			return -1;
-		}
+		if (hp_thread_release(&t, err))
+			busy = -1;
 	}
+	hp_unwinder_free(u);
 	free(tids);
 	return busy;
 }

@@ -1,6 +1,10 @@
 /* unwind.h - walk the call stack of a held thread with libunwind-ptrace.
  *
- * Contract: the thread must be held (ptrace-stopped) by us. fn is called for each frame,
+ * Contract: an unwinder serves the walks of one pass over a process's threads: libunwind's
+ * address space with its caches, so that a frame's unwind rule, found once, serves every
+ * thread stopped at the same code (a server's threads mostly wait at the same few places).
+ * Make a new one for each pass: the rules hold only while the mappings stay as they were.
+ * hp_unwind needs the thread held (ptrace-stopped) by us. fn is called for each frame,
  * innermost first, with its ip and, when want_names is set, the name of its function
  * (NULL if unknown); fn returns nonzero to stop the walk, e.g. before libunwind has to
  * step out of code whose unwind info it cannot read. Returns the number of frames seen,
@@ -14,6 +18,12 @@
 
 typedef int (*hp_frame_fn)(void *ctx, uint64_t ip, const char *name);
 
-int hp_unwind(pid_t tid, int want_names, hp_frame_fn fn, void *ctx);
+struct hp_unwinder;
+
+/* NULL when out of memory. */
+struct hp_unwinder *hp_unwinder_new(void);
+void hp_unwinder_free(struct hp_unwinder *u);
+
+int hp_unwind(struct hp_unwinder *u, pid_t tid, int want_names, hp_frame_fn fn, void *ctx);
 
 #endif
