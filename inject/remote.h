@@ -5,9 +5,9 @@
  * byte pushed so far, 16-byte aligned at the call, orig_rax = -1 (so an interrupted syscall
  * is not rewound into our call; it is issued again on release), and all signals blocked
  * except the synchronous fault signals (the kernel resets the handler of a fault signal
- * that arrives blocked). The return address is the thread's trampoline (tramp.h), mapped
- * by the first call with one raw mmap syscall: should we die at any point after that, the
- * thread restores itself. The call runs under PTRACE_SYSCALL and is over at the
+ * that arrives blocked). The return address is the thread's trampoline (tramp.h), written
+ * into code-segment slack through /proc/PID/mem before the first call: should we die at
+ * any point after that, the thread restores itself. The call runs under PTRACE_SYSCALL and is over at the
  * trampoline's syscall-entry stop; its result is r12 there, and the thread is left in that
  * stop (hp_thread_release restores it). A call still running after 10 s (dlopen, dlclose,
  * heapprof_start/stop) or 5 s (the rest) is abandoned: the thread is let go to finish it
