@@ -7,11 +7,12 @@
  * except the synchronous fault signals (the kernel resets the handler of a fault signal
  * that arrives blocked). The return address is the thread's trampoline (tramp.h), written
  * into code-segment slack through /proc/PID/mem before the first call: should we die at
- * any point after that, the thread restores itself. The call runs under PTRACE_SYSCALL and is over at the
- * trampoline's syscall-entry stop; its result is r12 there, and the thread is left in that
- * stop (hp_thread_release restores it). A call still running after 10 s (dlopen, dlclose,
- * heapprof_start/stop) or 5 s (the rest) is abandoned: the thread is let go to finish it
- * and restore itself, and err says so. Any other outcome fills err too.
+ * any point after that, the thread restores itself. The call runs under PTRACE_SYSCALL
+ * and is over at the trampoline's syscall-entry stop; its result is r12 there, and the
+ * thread is left in that stop (hp_thread_release restores it). A call still running after
+ * 10 s (dlopen, dlclose, heapprof_start/stop) or 5 s (the rest) is abandoned: the thread
+ * is let go to finish it and restore itself, and err says so. Any other outcome fills err
+ * too.
  * hp_remote_push copies bytes onto the thread's stack below the red zone and returns
  * their address; they stay valid until the thread is released.
  */
