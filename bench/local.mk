@@ -86,6 +86,14 @@ EXTRA_DIST += bench/inproc.sh
 bench-inproc: all bench-programs
 	bash $(srcdir)/bench/inproc.sh $(abs_top_builddir) $(INPROC_PAYLOAD)
 
+# How long a detach takes as a target's threads grow (bench/detach-threads.sh; the test
+# target mt-target with DETACH_THREADS threads, default "250 1000 3000").
+EXTRA_DIST += bench/detach-threads.sh
+
+.PHONY: bench-detach
+bench-detach: all tests/targets/mt-target$(EXEEXT)
+	DETACH_THREADS="$(DETACH_THREADS)" bash $(srcdir)/bench/detach-threads.sh $(abs_top_builddir)
+
 # The same for redis-server, a real server: the payload's instructions per request, with
 # the payload started inside redis-server by a preloaded library (bench/preload.c,
 # bench/redis-inproc.sh). INPROC_PAYLOAD as above; REDIS_INPROC_REQUESTS and
