@@ -87,6 +87,21 @@ bench_spawn()
 	bench_pids+=("$bench_pid")
 }
 
+# bench_spawn_fed FIFO OUT ERR CMD... : as bench_spawn, but CMD reads its commands from a
+# new FIFO, which this shell holds open read-write (so neither side blocks in open(2)) as
+# bench_feed_fd; write to it to command CMD, close it for CMD's end of input.
+bench_spawn_fed()
+{
+	local fifo=$1 out=$2 err=$3
+
+	shift 3
+	mkfifo "$fifo" || return 1
+	exec {bench_feed_fd}<>"$fifo"
+	"$@" <"$fifo" >"$out" 2>"$err" {bench_feed_fd}>&- &
+	bench_pid=$!
+	bench_pids+=("$bench_pid")
+}
+
 # bench_wait_line FILE REGEX SECONDS: until a line of FILE matches the extended REGEX.
 bench_wait_line()
 {

@@ -39,11 +39,9 @@ one()
 {
 	local t=$1 base=$bench_tmp/t$1 fd tpid apid start end rc sampled
 
-	mkfifo "$base.in" || return 1
-	exec {fd}<>"$base.in"
-	"$target" "$t" 40 <"$base.in" >"$base.out" 2>"$base.err" &
-	tpid=$!
-	bench_pids+=("$tpid")
+	bench_spawn_fed "$base.in" "$base.out" "$base.err" "$target" "$t" 40 || return 1
+	tpid=$bench_pid
+	fd=$bench_feed_fd
 	bench_wait_line "$base.out" '^ready$' 60 || {
 		bench_log "mt-target $t did not start"
 		return 1

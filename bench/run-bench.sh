@@ -247,16 +247,13 @@ probe_max()
 # named so the probe attributes every gap it sees.
 stop_probe()
 {
-	local ctl=$bench_tmp/probe.ctl ppid apid i
+	local ppid apid i
 
 	probe_out=$bench_tmp/probe.out
-	mkfifo "$ctl" || return 1
-	# Read-write, so neither side blocks in open(2).
-	exec {probe_fd}<>"$ctl"
-	"$bindir/stop-probe" --threads "$probe_threads" <"$ctl" >"$probe_out" \
-		2>"$bench_tmp/probe.err" {probe_fd}>&- &
-	ppid=$!
-	bench_pids+=("$ppid")
+	bench_spawn_fed "$bench_tmp/probe.ctl" "$probe_out" "$bench_tmp/probe.err" \
+		"$bindir/stop-probe" --threads "$probe_threads" || return 1
+	ppid=$bench_pid
+	probe_fd=$bench_feed_fd
 	bench_wait_line "$probe_out" '^ready pid=' 10 || return 1
 	probe_phase baseline || return 1
 	sleep 2
