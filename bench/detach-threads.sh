@@ -6,8 +6,9 @@
 # with T threads, attaches heapprof-attach --batch, has every thread allocate 40 blocks
 # ("go"), then runs heapprof-detach and times it until heapprof-attach has exited; checks
 # that no heapprof mapping is left and that the target exits 0 (its blocks intact). Prints
-# one line a T: threads, seconds, heapprof-detach's exit status, and whether the session
-# switched to sampling (--max-memory reached). A detach is timed rather than tested in
+# one line a T: threads, seconds, the longest any thread was stopped (heapprof-attach's
+# report), heapprof-detach's exit status, and whether the session switched to sampling
+# (--max-memory reached). A detach is timed rather than tested in
 # `make check`, where a bound on it would only flake (docs/reliability.md, "What broke").
 bench_me="detach-threads"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,7 +38,7 @@ now()
 # one T: prints "threads=T detach_s=S detach_rc=R sampled=yes|no"; fails on a leftover.
 one()
 {
-	local t=$1 base=$bench_tmp/t$1 fd tpid apid start end rc sampled
+	local t=$1 base=$bench_tmp/t$1 fd tpid apid start end rc sampled stop_ms
 
 	bench_spawn_fed "$base.in" "$base.out" "$base.err" "$target" "$t" 40 || return 1
 	tpid=$bench_pid
@@ -67,6 +68,8 @@ one()
 		bench_log "mt-target $t still maps heapprof after the detach"
 		return 1
 	fi
+	stop_ms=$(sed -n 's/.*detached from [0-9]*, no thread stopped over \([0-9.]*\) ms.*/\1/p' \
+		"$base.att.err")
 	sampled=no
 	grep -q 'sampling (--max-memory was reached)' "$base.att" && sampled=yes
 	echo exit >&"$fd"
@@ -75,8 +78,9 @@ one()
 		bench_log "mt-target $t exited with a failure: $(cat "$base.err")"
 		return 1
 	fi
-	awk -v t="$t" -v s="$start" -v e="$end" -v rc="$rc" -v sm="$sampled" \
-		'BEGIN { printf "threads=%d detach_s=%.2f detach_rc=%d sampled=%s\n", t, e - s, rc, sm }'
+	awk -v t="$t" -v s="$start" -v e="$end" -v rc="$rc" -v sm="$sampled" -v st="${stop_ms:-?}" \
+		'BEGIN { printf "threads=%d detach_s=%.2f longest_stop_ms=%s detach_rc=%d sampled=%s\n",
+			t, e - s, st, rc, sm }'
 }
 
 status=0

@@ -10,6 +10,7 @@
 #ifndef HEAPPROF_INJECT_H
 #define HEAPPROF_INJECT_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "hpabi.h"
@@ -30,6 +31,10 @@ int hp_inject_unload(pid_t pid, struct hp_error *err);
  * unfinished call, the payload's memfd still open), 0 if not, -1 if /proc can't be read.
  * hp_inject_unload removes these too; hp_inject_load refuses while there are any. */
 int hp_inject_leftovers(pid_t pid);
+
+/* The longest time any thread of a target was stopped, from its seize to its release,
+ * since the last call: what an attach or a detach cost the target, for the user. */
+uint64_t hp_inject_longest_stop_ns(void);
 
 /* 1 if /proc/PID/maps shows a heapprof mapping, 0 if not, -1 if maps can't be read. */
 int hp_payload_mapped(pid_t pid);

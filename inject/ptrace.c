@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "inject/faultpoint.h"
+#include "inject/inject.h"
 #include "inject/slack.h"
 #include "inject/tramp.h"
 
@@ -23,6 +24,8 @@
 #define XSTATE_MAX (64 * 1024)
 #define ERESTARTNOHAND_CODE 514
 #define SPIN_NS 100000u /* hp_wait_thread */
+
+static uint64_t longest_stop_ns; /* hp_inject_longest_stop_ns */
 
 static void block_caller_signals(struct hp_thread *t)
 {
@@ -238,6 +241,11 @@ int hp_thread_release(struct hp_thread *t, struct hp_error *err)
 			     (int)t->pid);
 		ret = -1;
 	}
+	if (t->attached) {
+		uint64_t held = hp_thread_held_ns(t);
+		if (held > longest_stop_ns)
+			longest_stop_ns = held;
+	}
 	t->attached = 0;
 	if (t->mem_fd >= 0)
 		close(t->mem_fd);
@@ -343,6 +351,13 @@ void hp_ptrace_explain(pid_t pid, pid_t tid, int code, struct hp_error *err)
 		hp_error_set(err, "could not stop thread %d of process %d: %s", (int)tid, (int)pid,
 			     strerror(-code));
 	}
+}
+
+uint64_t hp_inject_longest_stop_ns(void)
+{
+	uint64_t l = longest_stop_ns;
+	longest_stop_ns = 0;
+	return l;
 }
 
 uint64_t hp_thread_held_ns(const struct hp_thread *t)

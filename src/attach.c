@@ -475,8 +475,9 @@ static int detach(struct run *r, const int *vstatus)
 			(int)r->o.pid, how, r->output);
 		return HP_EXIT_FAIL;
 	}
-	fprintf(stderr, PROG ": detached from %d; profile written to %s\n", (int)r->o.pid,
-		r->output);
+	fprintf(stderr,
+		PROG ": detached from %d, no thread stopped over %.1f ms; profile written to %s\n",
+		(int)r->o.pid, (double)hp_inject_longest_stop_ns() / 1e6, r->output);
 	return HP_EXIT_OK;
 }
 
@@ -575,6 +576,7 @@ static int run(struct run *r)
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return HP_EXIT_FAIL;
 	}
+	double attach_stop_ms = (double)hp_inject_longest_stop_ns() / 1e6;
 	r->viewer = start_viewer(viewer, fd, r->o.pid, r->output, r->o.batch);
 	/* The viewer must be the pipe's only reader: if it dies, the payload sees EPIPE. */
 	close(fd);
@@ -587,9 +589,9 @@ static int run(struct run *r)
 	}
 	hp_session_set_viewer(&r->session, r->viewer);
 	fprintf(stderr,
-		PROG ": attached to %d (%s), a round every %u ms; stop with Ctrl-C or "
-		     "heapprof-detach %d\n",
-		(int)r->o.pid, r->comm, r->o.interval_ms, (int)r->o.pid);
+		PROG ": attached to %d (%s), no thread stopped over %.1f ms; a round every %u ms; "
+		     "stop with Ctrl-C or heapprof-detach %d\n",
+		(int)r->o.pid, r->comm, attach_stop_ms, r->o.interval_ms, (int)r->o.pid);
 	return profile(r);
 }
 

@@ -145,9 +145,9 @@ static int unload_here(pid_t pid, const char *comm)
 		return HP_EXIT_FAIL;
 	}
 	fprintf(stderr,
-		PROG ": unloaded heapprof from %d (%s); no heapprof-attach was running, so no "
-		     "profile was finished\n",
-		(int)pid, comm);
+		PROG ": unloaded heapprof from %d (%s), no thread stopped over %.1f ms; no "
+		     "heapprof-attach was running, so no profile was finished\n",
+		(int)pid, comm, (double)hp_inject_longest_stop_ns() / 1e6);
 	return HP_EXIT_OK;
 }
 
