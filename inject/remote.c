@@ -63,14 +63,11 @@ int hp_remote_read_str(struct hp_thread *t, uint64_t addr, char *buf, size_t len
 
 /* How long a call may run before we stop waiting for it. Loading or unloading a library
  * can wait on the target's own locks (the loader lock, an allocator's) for as long as the
- * target holds them; heapprof_stop also waits up to HP_STOP_WRITE_S for a slow viewer to
- * take the last round, and a second heapprof_stop (after a heapprof that died in the
- * first) waits for the first; the rest are short libc calls. */
+ * target holds them, and so can heapprof_start and heapprof_stop, which walk the loaded
+ * modules to patch and restore their GOT slots; the rest are short libc calls. */
 static uint64_t call_timeout_ms(const char *what)
 {
-	if (!strcmp(what, HP_STOP_SYMBOL))
-		return HP_STOP_WRITE_S * 1000 + HP_SLOW_CALL_MS;
-	static const char *const slow[] = {"dlopen", "dlclose", HP_START_SYMBOL};
+	static const char *const slow[] = {"dlopen", "dlclose", HP_START_SYMBOL, HP_STOP_SYMBOL};
 	for (size_t i = 0; i < sizeof slow / sizeof *slow; i++)
 		if (!strcmp(what, slow[i]))
 			return HP_SLOW_CALL_MS;

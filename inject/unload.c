@@ -24,6 +24,10 @@
 
 #define QUIESCE_MS 2000
 #define QUIESCE_DELAY_MS 10
+/* As long as heapprof_stop once waited for the last round: HP_STOP_WRITE_S for a slow
+ * viewer, and more. */
+#define PARK_MS ((HP_STOP_WRITE_S + 10) * 1000)
+#define FREE_MS 10000
 #define MAX_RANGES 16
 #define MAX_FDS 16
 /* References a killed injector can leave: each attach or detach holds at most two. */
@@ -146,11 +150,18 @@ int hp_payload_mapped(pid_t pid)
 	return hp_maps_find(pid, hp_is_payload_mapping, &m);
 }
 
+/* The payload's collector thread (hpabi.h), found by stop_payload. */
+struct collector {
+	uint64_t at;	  /* heapprof_collector in the target; 0: no payload loaded */
+	uint64_t free_fn; /* heapprof_free_memory */
+	struct hp_collector_state st;
+};
+
 /* Takes a reference of our own (RTLD_NOLOAD finds the payload by its DT_SONAME), stops
- * the payload and drops that reference again; *handle stays valid through the attach's
- * reference. */
+ * the payload and drops that reference again; *handle and col's addresses stay valid
+ * through the attach's reference. */
 static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle,
-			struct hp_error *err)
+			struct collector *col, struct hp_error *err)
 {
 	struct hp_thread t;
 	if (hp_borrow_thread(pid, &t, err))
@@ -166,13 +177,19 @@ static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle
 			     (int)pid, HP_PAYLOAD_SONAME);
 		r = -1;
 	} else if (!r) {
-		r = hp_call_dlsym(&t, f, *handle, HP_RELEASE_SYMBOL, &release, err);
-		if (!r)
-			r = hp_call_dlsym(&t, f, *handle, HP_STOP_SYMBOL, &stop, err);
-		if (!r && (!stop || !release)) {
-			hp_error_set(err, "the loaded payload has no %s: it is not heapprof's",
-				     stop ? HP_RELEASE_SYMBOL : HP_STOP_SYMBOL);
-			r = -1;
+		const char *names[] = {HP_RELEASE_SYMBOL, HP_STOP_SYMBOL, HP_FREE_SYMBOL,
+				       HP_COLLECTOR_SYMBOL};
+		uint64_t *addrs[] = {&release, &stop, &col->free_fn, &col->at};
+		for (size_t i = 0; !r && i < sizeof names / sizeof *names; i++) {
+			r = hp_call_dlsym(&t, f, *handle, names[i], addrs[i], err);
+			if (!r && !*addrs[i]) {
+				hp_error_set(
+				    err,
+				    "the payload loaded in process %d has no %s: it is "
+				    "not this heapprof's; restart the process to remove it",
+				    (int)pid, names[i]);
+				r = -1;
+			}
 		}
 		/* A heapprof-attach that died before it took its copy of the pipe's read end
 		 * left the payload's own as the only reader: the last round would wait for it
@@ -213,9 +230,9 @@ static int frame_in_payload(void *ctx, uint64_t ip, const char *name)
 	return c->busy;
 }
 
-/* 1 if some thread runs payload or trampoline code or has it on its stack, 0 if none, -1
- * on error. */
-static int payload_busy(pid_t pid, const struct leftovers *lo, struct hp_error *err)
+/* 1 if some thread but the parked collector (tid skip) runs payload or trampoline code or
+ * has it on its stack, 0 if none, -1 on error. */
+static int payload_busy(pid_t pid, const struct leftovers *lo, pid_t skip, struct hp_error *err)
 {
 	pid_t *tids;
 	int n = hp_list_threads(pid, &tids);
@@ -231,6 +248,8 @@ static int payload_busy(pid_t pid, const struct leftovers *lo, struct hp_error *
 	}
 	int busy = 0;
 	for (int i = 0; i < n && !busy; i++) {
+		if (tids[i] == skip)
+			continue;
 		struct hp_thread t;
 		int r = hp_thread_seize(pid, tids[i], &t);
 		if (r == -ESRCH)
@@ -251,22 +270,92 @@ static int payload_busy(pid_t pid, const struct leftovers *lo, struct hp_error *
 	return busy;
 }
 
-static int wait_quiescent(pid_t pid, const struct leftovers *lo, struct hp_error *err)
+static void sleep_ms(long ms)
+{
+	struct timespec d = {ms / 1000, ms % 1000 * 1000000L};
+	nanosleep(&d, NULL);
+}
+
+static int read_collector(pid_t pid, struct collector *col)
+{
+	int mem = open_mem(pid, O_RDONLY);
+	if (mem < 0)
+		return -1;
+	ssize_t n = pread(mem, &col->st, sizeof col->st, (off_t)col->at);
+	close(mem);
+	return n == (ssize_t)sizeof col->st ? 0 : -1;
+}
+
+/* 1 while the collector's thread is inside payload code. */
+static int collector_in_payload(const struct collector *col)
+{
+	return col->st.phase == HP_COLLECTOR_PARKED || col->st.phase == HP_COLLECTOR_FREEING;
+}
+
+/* Holding no thread, waits for the collector to write its last round and park. */
+static int wait_parked(pid_t pid, struct collector *col, struct hp_error *err)
+{
+	for (int waited = 0; col->at; waited++) {
+		if (read_collector(pid, col) < 0) {
+			hp_error_set(err, "process %d exited during detach", (int)pid);
+			return -1;
+		}
+		if (col->st.phase != HP_COLLECTOR_RUNNING)
+			return 0;
+		if (waited >= PARK_MS) {
+			hp_error_set(err,
+				     "the payload in process %d has not finished its last round "
+				     "after %d s: it is stopped but stays loaded; run "
+				     "heapprof-detach again",
+				     (int)pid, PARK_MS / 1000);
+			return -1;
+		}
+		sleep_ms(1);
+	}
+	return 0;
+}
+
+static int wait_quiescent(pid_t pid, const struct leftovers *lo, const struct collector *col,
+			  struct hp_error *err)
 {
 	if (!lo->nranges)
 		return 0;
+	pid_t skip = collector_in_payload(col) ? col->st.tid : 0;
 	for (int waited = 0; waited < QUIESCE_MS; waited += QUIESCE_DELAY_MS) {
-		int b = payload_busy(pid, lo, err);
+		int b = payload_busy(pid, lo, skip, err);
 		if (b <= 0)
 			return b;
-		struct timespec d = {0, QUIESCE_DELAY_MS * 1000000L};
-		nanosleep(&d, NULL);
+		sleep_ms(QUIESCE_DELAY_MS);
 	}
 	hp_error_set(err,
 		     "a thread of process %d is still inside the payload after %d ms: the payload "
 		     "is stopped but stays loaded; run heapprof-detach again",
 		     (int)pid, QUIESCE_MS);
 	return -1;
+}
+
+/* Once no other thread is inside the payload, the parked collector unmaps the payload's
+ * memory, while no thread of the target is held; the dlclose after it then has little to
+ * do in its borrowed thread. Should the collector not end in time, that dlclose's
+ * destructor joins it. */
+static int free_payload_memory(pid_t pid, const struct collector *col, struct hp_error *err)
+{
+	if (!collector_in_payload(col))
+		return 0;
+	if (col->st.phase == HP_COLLECTOR_PARKED) {
+		struct hp_thread t;
+		uint64_t rc = 0;
+		if (hp_borrow_thread(pid, &t, err))
+			return -1;
+		int r = hp_remote_call(&t, HP_FREE_SYMBOL, col->free_fn, NULL, 0, &rc, err);
+		if (hp_thread_release(&t, err) || r)
+			return -1;
+	}
+	char task[64];
+	snprintf(task, sizeof task, "/proc/%d/task/%d", (int)pid, (int)col->st.tid);
+	for (int waited = 0; waited < FREE_MS && access(task, F_OK) == 0; waited++)
+		sleep_ms(1);
+	return 0;
 }
 
 /* Drops the attach's reference (handle 0: the payload was not loaded) and closes the
@@ -313,8 +402,10 @@ int hp_inject_unload(pid_t pid, struct hp_error *err)
 		return 0;
 	struct hp_libc_fns f;
 	uint64_t handle = 0;
-	if (hp_libc_resolve(pid, &f, err) || (m && stop_payload(pid, &f, &handle, err)) ||
-	    wait_quiescent(pid, &lo, err) || release_attach_ref(pid, &f, handle, &lo, err))
+	struct collector col = {0};
+	if (hp_libc_resolve(pid, &f, err) || (m && stop_payload(pid, &f, &handle, &col, err)) ||
+	    wait_parked(pid, &col, err) || wait_quiescent(pid, &lo, &col, err) ||
+	    free_payload_memory(pid, &col, err) || release_attach_ref(pid, &f, handle, &lo, err))
 		return -1;
 	m = hp_payload_mapped(pid);
 	if (m == 0 && hp_stubs_erase_unused(pid) < 0) {

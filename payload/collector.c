@@ -64,7 +64,8 @@ static struct {
 	dev_t pipe_dev; /* what wfd is, for a child that finds it late */
 	ino_t pipe_ino;
 	pthread_t thr;
-	int running;
+	int running; /* thr is to be joined */
+	void (*free_all)(void);
 	atomic_int stop;
 	atomic_int wake; /* futex word */
 	uint64_t start_ns;
@@ -646,9 +647,19 @@ static int round_once(uint32_t flags)
 
 _Atomic uint32_t hp_round_ms;
 
+HP_EXPORT struct hp_collector_state heapprof_collector;
+
+static void phase_set(uint32_t phase)
+{
+	__atomic_store_n(&heapprof_collector.phase, phase, __ATOMIC_SEQ_CST);
+	if (phase == HP_COLLECTOR_NONE)
+		heapprof_collector.tid = 0;
+}
+
 static void *collector_main(void *arg)
 {
 	(void)arg;
+	heapprof_collector.tid = (int32_t)syscall(SYS_gettid);
 	prctl(PR_SET_NAME, "heapprof", 0, 0, 0);
 	struct hp_thread *self = hp_thread_self();
 	if (self)
@@ -678,12 +689,23 @@ static void *collector_main(void *arg)
 		}
 	}
 	close(atomic_exchange(&c.wfd, -1));
+	pthread_mutex_lock(&mods_lock);
+	atomic_store(&noting, 0);
+	pthread_mutex_unlock(&mods_lock);
+	uint32_t running = HP_COLLECTOR_RUNNING;
+	__atomic_compare_exchange_n(&heapprof_collector.phase, &running, HP_COLLECTOR_PARKED, 0,
+				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&heapprof_collector.phase, __ATOMIC_SEQ_CST) == HP_COLLECTOR_PARKED)
+		syscall(SYS_futex, &heapprof_collector.phase, FUTEX_WAIT_PRIVATE,
+			HP_COLLECTOR_PARKED, NULL, NULL, 0);
+	c.free_all();
 	return NULL;
 }
 
-int hp_collector_start(int wfd, uint64_t start_mono_ns)
+int hp_collector_start(int wfd, uint64_t start_mono_ns, void (*free_all)(void))
 {
 	c.wfd = wfd;
+	c.free_all = free_all;
 	struct stat st;
 	if (fstat(wfd, &st) == 0) {
 		c.pipe_dev = st.st_dev;
@@ -706,10 +728,12 @@ int hp_collector_start(int wfd, uint64_t start_mono_ns)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_store(&noting, 1);
+	phase_set(HP_COLLECTOR_RUNNING);
 	int rc = pthread_create(&c.thr, NULL, collector_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
 		atomic_store(&noting, 0);
+		phase_set(HP_COLLECTOR_NONE);
 		return -rc;
 	}
 	c.running = 1;
@@ -723,11 +747,36 @@ void hp_collector_stop(void)
 	atomic_store(&c.stop, 1);
 	atomic_store(&c.wake, 1);
 	syscall(SYS_futex, &c.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void hp_collector_free(void)
+{
+	uint32_t p = __atomic_load_n(&heapprof_collector.phase, __ATOMIC_SEQ_CST);
+	if (!c.running || (p != HP_COLLECTOR_RUNNING && p != HP_COLLECTOR_PARKED))
+		return;
+	phase_set(HP_COLLECTOR_FREEING);
+	syscall(SYS_futex, &heapprof_collector.phase, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void hp_collector_reap(void)
+{
+	if (c.running &&
+	    __atomic_load_n(&heapprof_collector.phase, __ATOMIC_SEQ_CST) == HP_COLLECTOR_FREEING &&
+	    pthread_tryjoin_np(c.thr, NULL) == 0) {
+		c.running = 0;
+		phase_set(HP_COLLECTOR_NONE);
+	}
+}
+
+void hp_collector_end(void)
+{
+	if (!c.running)
+		return;
+	hp_collector_stop();
+	hp_collector_free();
 	pthread_join(c.thr, NULL);
-	pthread_mutex_lock(&mods_lock);
-	atomic_store(&noting, 0);
-	pthread_mutex_unlock(&mods_lock);
 	c.running = 0;
+	phase_set(HP_COLLECTOR_NONE);
 }
 
 static void forget(int verify)
@@ -738,6 +787,7 @@ static void forget(int verify)
 				    st.st_dev == c.pipe_dev && st.st_ino == c.pipe_ino)))
 		close(fd);
 	c.running = 0;
+	phase_set(HP_COLLECTOR_NONE);
 	atomic_store(&noting, 0);
 	mods_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }

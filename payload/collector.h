@@ -8,17 +8,24 @@
  * entry of each round), and makes the stack-0 entries of basic and extended modes from
  * the threads' totals. It also switches to sampling when the stack table has taken the
  * payload past max_memory (the live map and site tables ask before they grow). If a write fails it
- * restores every slot, closes wfd and exits (quiet). hp_collector_stop (after the slots were
- * restored) makes it write a final round and END, close wfd and exit, and joins it.
- * hp_collector_fini unmaps its memory.
+ * restores every slot and closes wfd (quiet). hp_collector_stop (after the slots were
+ * restored) asks it for a final round and END, then to close wfd, and returns at once.
+ * Either way it then parks (heapprof_collector, hpabi.h) until hp_collector_free, after
+ * which it calls free_all (which unmaps all of the payload's memory, its own with
+ * hp_collector_fini) and ends. hp_collector_free must come only once no other thread can
+ * be inside payload code. hp_collector_reap joins a collector that has ended;
+ * hp_collector_end stops, frees and joins it, for the payload's destructor.
  */
 #ifndef HEAPPROF_COLLECTOR_H
 #define HEAPPROF_COLLECTOR_H
 
 #include <stdint.h>
 
-int hp_collector_start(int wfd, uint64_t start_mono_ns);
+int hp_collector_start(int wfd, uint64_t start_mono_ns, void (*free_all)(void));
 void hp_collector_stop(void);
+void hp_collector_free(void);
+void hp_collector_reap(void);
+void hp_collector_end(void);
 void hp_collector_fini(void);
 /* After a dlopen, from any thread: sends the modules it loaded with this round, so a
  * library unloaded before the round ends still names its stacks. first_stack:

@@ -55,6 +55,8 @@ extern struct hp_payload hp __attribute__((visibility("hidden")));
 HP_EXPORT int heapprof_start(const struct hp_start_args *args);
 HP_EXPORT int heapprof_stop(void);
 HP_EXPORT int heapprof_release_pipe(void);
+HP_EXPORT int heapprof_free_memory(void);
+HP_EXPORT extern struct hp_collector_state heapprof_collector;
 extern _Atomic uint64_t hp_mapped_bytes __attribute__((visibility("hidden")));
 
 void *hp_map(size_t len);

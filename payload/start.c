@@ -1,9 +1,12 @@
-/* start.c - heapprof_start / heapprof_stop (hpabi.h) and the payload's lifetime.
+/* start.c - heapprof_start / heapprof_stop / heapprof_free_memory (hpabi.h) and the
+ * payload's lifetime.
  *
  * One session per load: start after stop returns -EBUSY (the injector dlcloses the
  * payload after a stop, and a fresh load starts with fresh state). heapprof_stop never
- * unmaps anything, because a thread may still be inside a hook; the destructor, which
- * runs in dlclose once the injector has seen no thread in payload code, unmaps it all.
+ * unmaps anything, because a thread may still be inside a hook; the collector unmaps it
+ * all when the injector, having seen no other thread in payload code, calls
+ * heapprof_free_memory, or the destructor has it do so (or does it itself when no
+ * collector runs).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -165,7 +168,7 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 		hp_hooks_arm();
 		*patched = 1;
 		hp_patch_all();
-		rc = hp_collector_start(p[1], mono);
+		rc = hp_collector_start(p[1], mono, release_memory);
 		if (rc < 0)
 			hp_unpatch_all();
 	}
@@ -205,11 +208,25 @@ HP_EXPORT int heapprof_start(const struct hp_start_args *args)
 HP_EXPORT int heapprof_stop(void)
 {
 	pthread_mutex_lock(&state_lock);
+	/* A child forked past the fork hook has not heard yet that the collector is its
+	 * parent's: its heapprof_collector must not make a detach wait for that thread. */
+	if (getpid() != loaded_pid)
+		hp_collector_forget_late();
 	if (state == ST_RUNNING) {
 		hp_unpatch_all();
 		hp_collector_stop();
 		state = ST_STOPPED;
 	}
+	hp_collector_reap();
+	pthread_mutex_unlock(&state_lock);
+	return 0;
+}
+
+HP_EXPORT int heapprof_free_memory(void)
+{
+	pthread_mutex_lock(&state_lock);
+	if (state == ST_STOPPED && getpid() == loaded_pid)
+		hp_collector_free();
 	pthread_mutex_unlock(&state_lock);
 	return 0;
 }
@@ -237,6 +254,9 @@ __attribute__((destructor)) static void payload_unload(void)
 		return;
 	heapprof_stop();
 	heapprof_release_pipe();
+	pthread_mutex_lock(&state_lock);
+	hp_collector_end();
+	pthread_mutex_unlock(&state_lock);
 	release_memory();
 	if (hp.po != &po_none) {
 		struct hp_parent_only *po = hp.po;

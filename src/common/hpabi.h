@@ -7,15 +7,17 @@
  * fd (>= 0), or -errno. The injector opens that fd through /proc/PID/fd, then calls
  * heapprof_release_pipe() to close it in the target; if no call comes (the injector died),
  * the payload closes it itself HP_PIPE_GRACE_S seconds after the start, or at unload.
- * heapprof_stop restores every slot, writes a last round and END, closes the pipe and joins the
- * collector; after it returns 0 no thread enters payload code again except those already inside a
- * hook, and the payload may be dlclosed once no thread is inside it. Both are safe to call when the
- * payload is already started / stopped
- * (-EBUSY / 0). A detach that finds no session uses dlopen(HP_PAYLOAD_SONAME,
- * RTLD_NOLOAD) to get the handle of the loaded payload. The last round waits at most
- * HP_STOP_WRITE_S for a reader that takes nothing; a detach calls heapprof_release_pipe
- * before heapprof_stop, so that the payload's own read end, left by an injector that died
- * before taking its copy, is not a reader that last round waits for.
+ * heapprof_stop restores every slot and asks the collector for a last round and END; after it
+ * returns 0 no thread enters payload code again except those already inside a hook and the
+ * collector. The collector then parks (struct hp_collector_state). Once it has and no other
+ * thread is inside payload code, heapprof_free_memory lets it unmap the payload's memory and
+ * end, and the payload may be dlclosed once its thread is gone (its destructor joins it, and
+ * frees what is left when no collector ran). heapprof_start and heapprof_stop are safe to call
+ * when the payload is already started / stopped (-EBUSY / 0). A detach that finds no session uses
+ * dlopen(HP_PAYLOAD_SONAME, RTLD_NOLOAD) to get the handle of the loaded payload. The last round
+ * waits at most HP_STOP_WRITE_S for a reader that takes nothing; a detach calls
+ * heapprof_release_pipe before heapprof_stop, so that the payload's own read end, left by an
+ * injector that died before taking its copy, is not a reader that last round waits for.
  */
 #ifndef HEAPPROF_HPABI_H
 #define HEAPPROF_HPABI_H
@@ -26,10 +28,12 @@
 #define HP_PAYLOAD_FILE "heapprof-payload.so"
 /* The memfd the payload is loaded from: /proc/PID/maps shows "/memfd:heapprof (deleted)". */
 #define HP_MEMFD_NAME "heapprof"
-#define HP_ABI_VERSION 2
+#define HP_ABI_VERSION 3
 #define HP_START_SYMBOL "heapprof_start"
 #define HP_STOP_SYMBOL "heapprof_stop"
 #define HP_RELEASE_SYMBOL "heapprof_release_pipe"
+#define HP_FREE_SYMBOL "heapprof_free_memory"
+#define HP_COLLECTOR_SYMBOL "heapprof_collector"
 #define HP_PIPE_GRACE_S 30
 #define HP_STOP_WRITE_S 8
 
@@ -74,6 +78,22 @@ struct hp_start_args {
  * live map's shards and filter) take about 4 MiB before anything is admitted against it,
  * and a cap below them could not be kept. */
 #define HP_MIN_MAX_MEMORY (8ull << 20)
+
+/* The exported object HP_COLLECTOR_SYMBOL, which a detach reads through /proc/PID/mem
+ * without holding any thread: the thread tid is in payload code while phase is RUNNING,
+ * PARKED or FREEING. The unmapping (every thread's tables) runs there, at full speed,
+ * rather than in the dlclose's borrowed thread, where each munmap would stop twice. */
+enum hp_collector_phase {
+	HP_COLLECTOR_NONE,    /* no collector thread: none started, or it was joined */
+	HP_COLLECTOR_RUNNING, /* streaming rounds, or writing the last one */
+	HP_COLLECTOR_PARKED,  /* last round written (or the pipe given up); waits */
+	HP_COLLECTOR_FREEING, /* unmapping the payload's memory, then ending */
+};
+
+struct hp_collector_state {
+	uint32_t phase; /* enum hp_collector_phase */
+	int32_t tid;
+};
 
 typedef int (*hp_start_fn)(const struct hp_start_args *args);
 typedef int (*hp_stop_fn)(void);

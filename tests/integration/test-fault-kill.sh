@@ -11,7 +11,8 @@ hp_require_ptrace
 hp_require_binaries "$ST_TARGET"
 st_start
 fails=0
-for point in memfd_create dlopen close heapprof_start heapprof_release_pipe heapprof_stop dlclose; do
+for point in memfd_create dlopen close heapprof_start heapprof_release_pipe heapprof_stop \
+	heapprof_free_memory dlclose; do
 	for var in HEAPPROF_TEST_KILL_IN HEAPPROF_TEST_KILL_AFTER; do
 		if st_kill_at $var $point; then
 			hp_ok "killed ${var#HEAPPROF_TEST_KILL_} $point: target clean after heapprof-detach"

@@ -140,7 +140,10 @@ st_kill_at()
 	fi
 	st_wait_gone $a 20 || { st_failed "$what" "heapprof-attach still runs"; kill -KILL -- -$a; return 1; }
 	kill -KILL -- -$a 2>/dev/null
-	st_recover "$what"
+	st_recover "$what" || return 1
+	# A fault point never reached lets heapprof-attach finish normally: nothing was tested.
+	! grep -q "detached from" "$hp_tmp/a.err" ||
+		st_failed "$what" "heapprof-attach was never killed: it made no $call call"
 }
 
 # st_kill_random MS: heapprof-attach killed with SIGKILL MS milliseconds after its start

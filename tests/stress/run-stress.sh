@@ -17,7 +17,8 @@ count()
 {
 	if "$@"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
 }
-points=(memfd_create dlopen close heapprof_start heapprof_release_pipe heapprof_stop dlclose)
+points=(memfd_create dlopen close heapprof_start heapprof_release_pipe heapprof_stop heapprof_free_memory
+	dlclose)
 after_points=("${points[@]}" restore)
 for ((i = 1; i <= cycles; i++)); do
 	count st_cycle "cycle $i"

@@ -4,8 +4,9 @@
  * the injector exactly like the real payload. heapprof_start makes a pipe, writes the file
  * header and a HELLO record echoing the pid and the start args to it and returns the read
  * end (-EBUSY if already started, -EINVAL on a wrong ABI version); heapprof_release_pipe
- * closes that read end; heapprof_stop closes the write end, so the reader sees EOF. No
- * threads, no hooks, no allocations.
+ * closes that read end; heapprof_stop closes the write end, so the reader sees EOF;
+ * heapprof_free_memory does nothing and heapprof_collector always says no collector runs.
+ * No threads, no hooks, no allocations.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +20,9 @@
 int heapprof_start(const struct hp_start_args *args);
 int heapprof_stop(void);
 int heapprof_release_pipe(void);
+int heapprof_free_memory(void);
+
+struct hp_collector_state heapprof_collector;
 
 static int write_fd = -1, read_fd = -1;
 
@@ -70,5 +74,10 @@ int heapprof_stop(void)
 	if (write_fd >= 0)
 		close(write_fd);
 	write_fd = -1;
+	return 0;
+}
+
+int heapprof_free_memory(void)
+{
 	return 0;
 }

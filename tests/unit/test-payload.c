@@ -1,10 +1,10 @@
 /* test-payload.c - the payload end to end in one process, without the injector.
  *
  * The test dlopens the built payload, starts it, runs a known workload in 4 threads and
- * checks the stream (read with hpstream.h) against it, then checks that stop and dlclose
- * leave no mapping and no fd behind, and that a reader closing the pipe makes the payload
- * go quiet without a SIGPIPE. Then, in sessions of their own: size keys and temporary
- * frees, LIVE records with ages, basic and extended modes, sampling estimates and the
+ * checks the stream (read with hpstream.h) against it, then checks that stop, the
+ * collector's unmapping and dlclose leave no mapping and no fd behind, and that a reader closing
+ * the pipe makes the payload go quiet without a SIGPIPE. Then, in sessions of their own: size keys
+ * and temporary frees, LIVE records with ages, basic and extended modes, sampling estimates and the
  * max_memory switch. While the payload records, nothing here allocates but the workload:
  * threads, buffers and the reader's record buffer are all made beforehand.
  */
@@ -276,6 +276,51 @@ static int payload_mapped(void)
 	return found;
 }
 
+static uint64_t vm_pages(void)
+{
+	unsigned long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%llu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return pages;
+}
+
+/* After a stop, a detach's order (hpabi.h): the collector parks once its last round is
+ * written; told to, it unmaps the payload's memory in its own thread and ends, all before
+ * the dlclose. */
+static void free_as_detach_does(void)
+{
+	struct hp_collector_state *col = dlsym(handle, HP_COLLECTOR_SYMBOL);
+	int (*free_fn)(void) = (int (*)(void))dlsym(handle, HP_FREE_SYMBOL);
+	assert_non_null(col);
+	assert_non_null(free_fn);
+	for (int i = 0;
+	     i < 10000 && __atomic_load_n(&col->phase, __ATOMIC_SEQ_CST) == HP_COLLECTOR_RUNNING;
+	     i++)
+		usleep(1000);
+	assert_int_equal(__atomic_load_n(&col->phase, __ATOMIC_SEQ_CST), HP_COLLECTOR_PARKED);
+	char task[64], comm[32] = "";
+	snprintf(task, sizeof task, "/proc/self/task/%d/comm", (int)col->tid);
+	FILE *f = fopen(task, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(comm, sizeof comm, f));
+	fclose(f);
+	assert_string_equal(comm, "heapprof\n");
+	uint64_t before = vm_pages();
+	assert_int_equal(free_fn(), 0);
+	snprintf(task, sizeof task, "/proc/self/task/%d", (int)col->tid);
+	for (int i = 0; i < 10000 && access(task, F_OK) == 0; i++)
+		usleep(1000);
+	assert_int_not_equal(access(task, F_OK), 0);
+	assert_int_equal(__atomic_load_n(&col->phase, __ATOMIC_SEQ_CST), HP_COLLECTOR_FREEING);
+	/* The fixed tables alone are about 4 MiB (hpabi.h, HP_MIN_MAX_MEMORY). */
+	assert_true(before - vm_pages() >= (4u << 20) / (uint64_t)sysconf(_SC_PAGESIZE));
+	assert_int_equal(payload_mapped(), 1);
+}
+
 static int in_function(uint64_t addr, void *fn)
 {
 	Dl_info info;
@@ -375,6 +420,7 @@ static void test_end_to_end(void **state)
 
 	assert_int_equal(stop_fn(), 0);
 	assert_int_equal(start_fn(&args), -EBUSY);
+	free_as_detach_does();
 	assert_int_equal(dlclose(handle), 0);
 	assert_int_equal(payload_mapped(), 0);
 	assert_int_equal(count_fds(), fds0);
