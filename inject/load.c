@@ -111,13 +111,7 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 			     HP_START_SYMBOL);
 		goto undo;
 	}
-	struct hp_start_args sa = *args;
-	if (hp_stubs_ensure(pid, t->mem_fd, &sa.stub_code, &sa.stub_data) < 0) {
-		hp_error_set(err, "could not write heapprof's stubs into process %d (%s)", (int)pid,
-			     strerror(errno));
-		goto undo;
-	}
-	if (hp_remote_push(t, &sa, sizeof sa, &a[0], err) ||
+	if (hp_remote_push(t, args, sizeof *args, &a[0], err) ||
 	    hp_remote_call(t, HP_START_SYMBOL, start, a, 1, &rc, err))
 		goto undo;
 	int rfd = (int)rc;
@@ -183,23 +177,36 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	struct blob b = {0};
 	if (read_payload(payload_path, &b, err))
 		return -1;
+	/* Written before a thread is held: finding the room reads /proc/PID/maps, which took
+	 * over 500 ms of the hold in a process of 3000 threads. */
+	struct hp_start_args sa = *args;
+	char mem_path[64];
+	snprintf(mem_path, sizeof mem_path, "/proc/%d/mem", (int)pid);
+	int mem = open(mem_path, O_RDWR | O_CLOEXEC);
+	int r = mem < 0 ? -1 : hp_stubs_ensure(pid, mem, &sa.stub_code, &sa.stub_data);
+	if (mem >= 0)
+		close(mem);
 	struct hp_thread t;
-	int r = hp_borrow_thread(pid, &t, err);
+	if (r < 0)
+		hp_error_set(err, "could not write heapprof's stubs into process %d (%s)", (int)pid,
+			     strerror(errno));
+	else
+		r = hp_borrow_thread(pid, &t, err);
 	if (!r) {
 		/* Filters can only be read from a stopped thread, and the borrowed one's are
 		 * those our calls run under. */
 		r = hp_seccomp_check(&t, err);
 		if (!r)
-			r = load_in_thread(&t, &f, &b, args, pipe_fd, err);
+			r = load_in_thread(&t, &f, &b, &sa, pipe_fd, err);
 		if (hp_thread_release(&t, err) && !r) {
 			close(*pipe_fd);
 			*pipe_fd = -1;
 			r = -1;
 		}
-		/* A payload that never started left its stubs unused. */
-		if (r && hp_payload_mapped(pid) == 0)
-			hp_stubs_erase_unused(pid);
 	}
+	/* A payload that never started left its stubs unused. */
+	if (r && hp_payload_mapped(pid) == 0)
+		hp_stubs_erase_unused(pid);
 	free(b.data);
 	return r;
 }

@@ -38,6 +38,7 @@ struct hp_thread {
 	uint64_t scratch_top; /* remote.c: lowest byte of target stack used so far */
 	uint64_t tramp;	      /* the trampoline's base in the target (tramp.h); 0: none yet */
 	int tramp_owned;      /* written by this hold, so erased by its release */
+	uint64_t tramp_hint;  /* where the trampoline was found before the hold; 0: unknown */
 	uint64_t frame;	      /* the thread's frame for the trampoline, on its stack */
 	int abandoned;	      /* a call outlived its timeout and finishes on its own */
 	sigset_t caller_mask;

@@ -1,7 +1,9 @@
 #include "inject/remote.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ptrace.h>
@@ -77,18 +79,65 @@ static uint64_t call_timeout_ms(const char *what)
 /* Writes the trampoline into zero slack (or finds the one a heapprof that died, or a call
  * still finishing on its own, left: it is shared, and not ours to remove), then the
  * thread's frame on its stack. Neither is reachable before a call's registers are set. */
+/* 1 and *at for a trampoline already written, else free room (*owned set), 0 when there is
+ * neither, -1 when maps can't be read. */
+static int find_tramp(pid_t pid, int mem_fd, uint64_t *at, int *owned)
+{
+	size_t len = hp_tramp_len();
+	int found = hp_slack_find(pid, mem_fd, hp_tramp_image(), len, at);
+	*owned = 0;
+	if (found == 0) {
+		found = hp_slack_find_free(pid, mem_fd, len, at);
+		*owned = 1;
+	}
+	return found;
+}
+
+uint64_t hp_remote_tramp_hint(pid_t pid)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
+	int mem = open(name, O_RDONLY | O_CLOEXEC);
+	if (mem < 0)
+		return 0;
+	uint64_t at = 0;
+	int owned;
+	if (find_tramp(pid, mem, &at, &owned) <= 0)
+		at = 0;
+	close(mem);
+	return at;
+}
+
+/* The hint is still good when its bytes are the trampoline or zero (slack.h: only the
+ * executable's, libc's and the loader's slack is used, and none of them is unmapped). */
+static int check_hint(const struct hp_thread *t, int *owned)
+{
+	size_t len = hp_tramp_len();
+	unsigned char cur[256];
+	if (!t->tramp_hint || len > sizeof cur ||
+	    pread(t->mem_fd, cur, len, (off_t)t->tramp_hint) != (ssize_t)len)
+		return 0;
+	if (!memcmp(cur, hp_tramp_image(), len)) {
+		*owned = 0;
+		return 1;
+	}
+	for (size_t i = 0; i < len; i++)
+		if (cur[i])
+			return 0;
+	*owned = 1;
+	return 1;
+}
+
 static int ensure_tramp(struct hp_thread *t, struct hp_error *err)
 {
 	if (t->tramp)
 		return 0;
 	size_t len = hp_tramp_len();
-	uint64_t at;
-	int found = hp_slack_find(t->pid, t->mem_fd, hp_tramp_image(), len, &at);
-	int owned = 0;
-	if (found == 0) {
-		found = hp_slack_find_free(t->pid, t->mem_fd, len, &at);
-		owned = 1;
-	}
+	uint64_t at = t->tramp_hint;
+	int owned;
+	int found = check_hint(t, &owned);
+	if (!found)
+		found = find_tramp(t->pid, t->mem_fd, &at, &owned);
 	if (found <= 0) {
 		hp_error_set(err,
 			     "process %d has no free room of %zu bytes at the end of its code "

@@ -28,6 +28,13 @@
 int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uint64_t *args,
 		   size_t nargs, uint64_t *ret, struct hp_error *err);
 
+/* Where a call's trampoline would go in pid (the one a heapprof that died left, else free
+ * slack; tramp.h), found before any thread is held, since the search reads /proc/PID/maps:
+ * hundreds of milliseconds in a process with thousands of threads. The first call of a hold
+ * with t->tramp_hint set checks those bytes again and searches only if they changed.
+ * 0 if nothing was found. */
+uint64_t hp_remote_tramp_hint(pid_t pid);
+
 int hp_remote_push(struct hp_thread *t, const void *data, size_t len, uint64_t *addr,
 		   struct hp_error *err);
 

@@ -12,6 +12,7 @@
 
 #include "hppaths.h"
 #include "inject/maps.h"
+#include "inject/remote.h"
 #include "inject/unwind.h"
 
 #define PASSES 10
@@ -266,11 +267,13 @@ int hp_borrow_thread(pid_t pid, struct hp_thread *t, struct hp_error *err)
 	}
 	int ret = -1, code = 0, explained = 0, in_payload = 0;
 	pid_t code_tid = pid;
+	uint64_t hint = hp_remote_tramp_hint(pid);
 	/* A program that allocates all the time may be inside a hook at most interrupts;
 	 * it leaves it within microseconds, so passes go on longer for that reason. */
 	for (int pass = 0; pass < PASSES || (in_payload && pass < PAYLOAD_PASSES); pass++) {
 		int rc = one_pass(pid, t, &r, cs, &code, &code_tid, &in_payload);
 		if (rc > 0) {
+			t->tramp_hint = hint;
 			ret = 0;
 			break;
 		}

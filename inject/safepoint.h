@@ -12,7 +12,8 @@
  * count the thread itself is in the middle of. A rejected thread is released at once;
  * after a pass finds none, the pass is repeated a few times after a short delay (for up to
  * 3 s when the payload was the reason). At most one thread is held at a time. On success
- * *t is held and the caller must hp_thread_release it.
+ * *t is held, with the trampoline's place found beforehand (hp_remote_tramp_hint), and the
+ * caller must hp_thread_release it.
  */
 #ifndef HEAPPROF_INJECT_SAFEPOINT_H
 #define HEAPPROF_INJECT_SAFEPOINT_H
