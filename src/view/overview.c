@@ -10,6 +10,7 @@ struct overview {
 	const struct hp_round *last;
 	struct hp_round zero; /* stands in for the last round when there is none */
 	uint64_t peak_rss;
+	uint64_t peak_payload; /* heapprof's own memory in the process */
 	uint64_t duration_ns;
 	size_t cut_stacks; /* ending in HP_FRAME_CUT */
 };
@@ -21,9 +22,12 @@ static void compute(const struct profile *p, struct overview *o)
 	if (!o->last)
 		o->last = &o->zero;
 	o->duration_ns = o->last->time_ns;
-	for (size_t i = 0; i < p->nrounds; i++)
+	for (size_t i = 0; i < p->nrounds; i++) {
 		if (p->rounds[i].rss_bytes > o->peak_rss)
 			o->peak_rss = p->rounds[i].rss_bytes;
+		if (p->rounds[i].payload_bytes > o->peak_payload)
+			o->peak_payload = p->rounds[i].payload_bytes;
+	}
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct pf_stack *s = &p->stacks[i];
 		o->cut_stacks += s->depth && s->frames[s->depth - 1] == HP_FRAME_CUT;
@@ -94,6 +98,7 @@ static void print_json(const struct profile *p, const struct overview *o)
 	json_kv_u64(&j, "lost", r->lost);
 	json_kv_u64(&j, "peak_rss_bytes", o->peak_rss);
 	json_kv_u64(&j, "payload_bytes", r->payload_bytes);
+	json_kv_u64(&j, "peak_payload_bytes", o->peak_payload);
 	json_kv_u64(&j, "sites", p->nsites);
 	json_kv_u64(&j, "stacks", p->nstacks);
 	json_kv_u64(&j, "cut_stacks", o->cut_stacks);
@@ -150,6 +155,8 @@ static void print_text(const struct profile *p, const struct overview *o)
 	       text_bytes(a, sizeof a, r->live_bytes));
 	printf("Peak live:       %s\n", text_bytes(a, sizeof a, p->peak_live_bytes));
 	printf("Peak RSS:        %s\n", text_bytes(b, sizeof b, o->peak_rss));
+	printf("Profiler memory: %s at most (heapprof's tables in the process; --max-memory)\n",
+	       text_bytes(b, sizeof b, o->peak_payload));
 	printf("Untracked frees: %" PRIu64 " (%sblocks allocated before attach)\n",
 	       r->untracked_frees, sampled ? "estimated: frees of " : "");
 	if (r->lost)

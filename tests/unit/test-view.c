@@ -114,6 +114,7 @@ static void put_round(int fd, uint32_t seq, uint64_t time_ns, uint64_t allocs, u
 	struct hp_round r = {.seq = seq,
 			     .time_ns = time_ns,
 			     .rss_bytes = seq * (10u << 20),
+			     .payload_bytes = seq == 2 ? 5u << 20 : 4u << 20,
 			     .allocs = allocs,
 			     .alloc_bytes = alloc_bytes,
 			     .frees = frees,
@@ -447,6 +448,8 @@ static void test_overview_json(void **state)
 	assert_true(vr_json_check("d['live_blocks'] == 21 and d['live_bytes'] == 2100 and "
 				  "d['peak_live_bytes'] == 6196 and d['untracked_frees'] == 1 and "
 				  "d['lost'] == 0 and d['peak_rss_bytes'] == 3 * 10 * 1048576"));
+	assert_true(vr_json_check("d['payload_bytes'] == 4 * 1048576 and "
+				  "d['peak_payload_bytes'] == 5 * 1048576"));
 }
 
 static void test_text_and_truncated(void **state)
@@ -459,6 +462,7 @@ static void test_text_and_truncated(void **state)
 	assert_true(vr_file_has(vr_out, "myprog+0x3000"));
 	assert_int_equal(vr_view("overview %s", prof), 0);
 	assert_true(vr_file_has(vr_out, "myprog --flag"));
+	assert_true(vr_file_has(vr_out, "Profiler memory: 5.00 MiB at most"));
 
 	copy_prefix(prof, cut, last_round_off + 50);
 	assert_int_equal(vr_view("overview --json %s", cut), 0);
