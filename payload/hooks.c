@@ -173,13 +173,16 @@ __attribute__((always_inline)) static inline void free_unmapped(struct hp_thread
 static size_t memo_bytes;
 
 /* The thread's walk memos and stack cache are made on its first capture: a few KB that the
- * payload could do without, so not when they would take it past max_memory. */
+ * payload could do without, so not when they would take it past max_memory. Only the
+ * first memo is ready (the thread's last walk until it has one: memo_last 0); memo_pick
+ * readies each other one as a path first takes it. At 87 KB a thread with all 28 ready,
+ * mt-target's 1000 threads of one path each took 110 MiB, and 3000 reached the default
+ * max_memory. */
 static int thread_memos(struct hp_thread *t)
 {
 	if (!t->memo && !t->memo_none) {
-		if (hp_mem_fits(hp_unwind_memos_size(hp.args.max_depth, HP_WALK_MEMOS) +
-				hp_stack_cache_size())) {
-			t->memo = hp_unwind_memos_new(hp.args.max_depth, HP_WALK_MEMOS);
+		if (hp_mem_fits(HP_UNWIND_MEMOS_HEAD + memo_bytes + hp_stack_cache_size())) {
+			t->memo = hp_unwind_memos_reserve(hp.args.max_depth, HP_WALK_MEMOS);
 			if (t->memo)
 				t->scache = hp_stack_cache_new();
 		}
@@ -300,7 +303,10 @@ static unsigned memo_pick(struct hp_thread *t, uintptr_t frame)
 	ms->begin[h] = k;
 	mk->second[set].w[h] = 0;
 	/* A path new to the memo has its checks made (unwind.h, misses), and no memo that
-	 * follows it yet. */
+	 * follows it yet. The memory it adds is not held against max_memory here (a memo at
+	 * most, 28 a thread), but reaching it switches to sampling. */
+	if (hp_unwind_memos_ready(t->memo, set * MEMO_WAYS + h))
+		hp_mem_admit(0);
 	struct hp_unwind_memo *m = memo_at(t, set * MEMO_WAYS + h);
 	m->misses = 0;
 	m->next = 0;

@@ -652,21 +652,49 @@ size_t hp_unwind_memos_size(unsigned max, unsigned n)
 	return HP_UNWIND_MEMOS_HEAD + hp_unwind_memo_size(max) * n;
 }
 
-struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n)
+static struct hp_unwind_memo *memo_i(struct hp_unwind_memo *first, unsigned i)
 {
-	char *p = hp_map(hp_unwind_memos_size(max, n));
-	if (!p)
-		return NULL;
-	p += HP_UNWIND_MEMOS_HEAD;
-	for (unsigned i = 0; i < n; i++)
-		((struct hp_unwind_memo *)(p + hp_unwind_memo_size(max) * i))->cap =
-		    max + MEMO_PREFIX;
-	return (struct hp_unwind_memo *)p;
+	return (struct hp_unwind_memo *)((char *)first +
+					 hp_unwind_memo_size(first->cap - MEMO_PREFIX) * i);
 }
 
-void hp_unwind_memos_free(struct hp_unwind_memo *m, unsigned n)
+struct hp_unwind_memo *hp_unwind_memos_reserve(unsigned max, unsigned n)
 {
-	hp_unmap(hp_unwind_memos_head(m), hp_unwind_memos_size(m->cap - MEMO_PREFIX, n));
+	char *p = hp_reserve(hp_unwind_memos_size(max, n));
+	if (!p)
+		return NULL;
+	struct hp_unwind_memo *first = (struct hp_unwind_memo *)(p + HP_UNWIND_MEMOS_HEAD);
+	first->cap = max + MEMO_PREFIX;
+	atomic_fetch_add(&hp_mapped_bytes, HP_UNWIND_MEMOS_HEAD + hp_unwind_memo_size(max));
+	return first;
+}
+
+int hp_unwind_memos_ready(struct hp_unwind_memo *first, unsigned i)
+{
+	struct hp_unwind_memo *m = memo_i(first, i);
+	if (m->cap)
+		return 0;
+	m->cap = first->cap;
+	atomic_fetch_add(&hp_mapped_bytes, hp_unwind_memo_size(first->cap - MEMO_PREFIX));
+	return 1;
+}
+
+struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n)
+{
+	struct hp_unwind_memo *first = hp_unwind_memos_reserve(max, n);
+	for (unsigned i = 1; first && i < n; i++)
+		hp_unwind_memos_ready(first, i);
+	return first;
+}
+
+void hp_unwind_memos_free(struct hp_unwind_memo *first, unsigned n)
+{
+	unsigned max = first->cap - MEMO_PREFIX;
+	uint64_t counted = HP_UNWIND_MEMOS_HEAD;
+	for (unsigned i = 0; i < n; i++)
+		counted += memo_i(first, i)->cap ? hp_unwind_memo_size(max) : 0;
+	hp_unreserve(hp_unwind_memos_head(first), hp_unwind_memos_size(max, n));
+	atomic_fetch_sub(&hp_mapped_bytes, counted);
 }
 
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max)

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -421,6 +422,34 @@ static void test_memo_from(void **state)
 	memo = memo_from = NULL;
 }
 
+/* A thread's memos (the payload's hooks: 28) cost only the head and the first until a path
+ * takes another: each other is counted once, when made ready, and the free gives back
+ * exactly what was counted. */
+static void test_memos_reserved(void **state)
+{
+	(void)state;
+	const unsigned n = 28;
+	uint64_t before = atomic_load(&hp_mapped_bytes), memo_sz = hp_unwind_memo_size(MAX);
+	struct hp_unwind_memo *m = hp_unwind_memos_reserve(MAX, n);
+	assert_non_null(m);
+	assert_int_equal(atomic_load(&hp_mapped_bytes) - before, HP_UNWIND_MEMOS_HEAD + memo_sz);
+	assert_int_equal(hp_unwind_memos_ready(m, 0), 0);
+	assert_int_equal(hp_unwind_memos_ready(m, 9), 1);
+	assert_int_equal(hp_unwind_memos_ready(m, 9), 0);
+	assert_int_equal(hp_unwind_memos_ready(m, n - 1), 1);
+	assert_int_equal(atomic_load(&hp_mapped_bytes) - before,
+			 HP_UNWIND_MEMOS_HEAD + 3 * memo_sz);
+	/* A ready memo walks like one of hp_unwind_memos_new. */
+	struct memo_cap c;
+	memo = (struct hp_unwind_memo *)((char *)m + memo_sz * 9);
+	memo_from = m;
+	run_memo_shape(&shapes[0], &c);
+	check_memo_shape(0, &c);
+	hp_unwind_memos_free(m, n);
+	assert_int_equal(atomic_load(&hp_mapped_bytes), before);
+	memo = memo_from = NULL;
+}
+
 /* A caller without frame pointers that holds another value in rbp at each call: the walk
  * from below it meets the last walk's frames at its first step and splices there, though
  * the rbp saved in the callback's frame differs, since no later step reads it. */
@@ -723,6 +752,7 @@ int main(void)
 	    cmocka_unit_test(test_garbage),
 	    cmocka_unit_test(test_memo),
 	    cmocka_unit_test(test_memo_from),
+	    cmocka_unit_test(test_memos_reserved),
 	    cmocka_unit_test(test_memo_scratch_rbp),
 	    cmocka_unit_test(test_memo_first_return),
 	    cmocka_unit_test(test_memo_skips_failing),
