@@ -76,9 +76,6 @@ static uint64_t call_timeout_ms(const char *what)
 	return HP_CALL_MS;
 }
 
-/* Writes the trampoline into zero slack (or finds the one a heapprof that died, or a call
- * still finishing on its own, left: it is shared, and not ours to remove), then the
- * thread's frame on its stack. Neither is reachable before a call's registers are set. */
 /* 1 and *at for a trampoline already written, else free room (*owned set), 0 when there is
  * neither, -1 when maps can't be read. */
 static int find_tramp(pid_t pid, int mem_fd, uint64_t *at, int *owned)
@@ -128,6 +125,9 @@ static int check_hint(const struct hp_thread *t, int *owned)
 	return 1;
 }
 
+/* Writes the trampoline into zero slack (or finds the one a heapprof that died, or a call
+ * still finishing on its own, left: it is shared, and not ours to remove), then the
+ * thread's frame on its stack. Neither is reachable before a call's registers are set. */
 static int ensure_tramp(struct hp_thread *t, struct hp_error *err)
 {
 	if (t->tramp)
