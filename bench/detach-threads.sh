@@ -6,10 +6,11 @@
 # with T threads, attaches heapprof-attach --batch, has every thread allocate 40 blocks
 # ("go"), then runs heapprof-detach and times it until heapprof-attach has exited; checks
 # that no heapprof mapping is left and that the target exits 0 (its blocks intact). Prints
-# one line a T: threads, seconds, the longest any thread was stopped (heapprof-attach's
-# report), heapprof-detach's exit status, and whether the session switched to sampling
-# (--max-memory reached). A detach is timed rather than tested in
-# `make check`, where a bound on it would only flake (docs/reliability.md, "What broke").
+# one line a T: threads, seconds, the longest any thread was stopped by the detach and by
+# the attach before it (heapprof-attach's reports), heapprof-detach's exit status, and
+# whether the session switched to sampling (--max-memory reached). A detach is timed
+# rather than tested in `make check`, where a bound on it would only flake
+# (docs/reliability.md, "What broke").
 bench_me="detach-threads"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/bench-lib.sh
@@ -38,7 +39,7 @@ now()
 # one T: prints "threads=T detach_s=S detach_rc=R sampled=yes|no"; fails on a leftover.
 one()
 {
-	local t=$1 base=$bench_tmp/t$1 fd tpid apid start end rc sampled stop_ms
+	local t=$1 base=$bench_tmp/t$1 fd tpid apid start end rc sampled stop_ms attach_ms
 
 	bench_spawn_fed "$base.in" "$base.out" "$base.err" "$target" "$t" 40 || return 1
 	tpid=$bench_pid
@@ -70,6 +71,8 @@ one()
 	fi
 	stop_ms=$(sed -n 's/.*detached from [0-9]*, no thread stopped over \([0-9.]*\) ms.*/\1/p' \
 		"$base.att.err")
+	attach_ms=$(sed -n 's/.*attached to [0-9]* (.*), no thread stopped over \([0-9.]*\) ms.*/\1/p' \
+		"$base.att.err")
 	sampled=no
 	grep -q 'sampling (--max-memory was reached)' "$base.att" && sampled=yes
 	echo exit >&"$fd"
@@ -79,8 +82,9 @@ one()
 		return 1
 	fi
 	awk -v t="$t" -v s="$start" -v e="$end" -v rc="$rc" -v sm="$sampled" -v st="${stop_ms:-?}" \
-		'BEGIN { printf "threads=%d detach_s=%.2f longest_stop_ms=%s detach_rc=%d sampled=%s\n",
-			t, e - s, st, rc, sm }'
+		-v at="${attach_ms:-?}" \
+		'BEGIN { printf "threads=%d detach_s=%.2f longest_stop_ms=%s attach_stop_ms=%s " \
+			"detach_rc=%d sampled=%s\n", t, e - s, st, at, rc, sm }'
 }
 
 status=0
