@@ -403,6 +403,12 @@ hp_detach_session()
 	status=$?
 	[ $status -eq 0 ] || hp_fail "heapprof-attach exited $status after heapprof-detach"
 	hp_ok "heapprof-attach exited 0 after heapprof-detach"
+	local stops='no thread stopped over [0-9]+\.[0-9] ms;'
+	if ! grep -Eq "attached to $TARGET_PID \(.*\), $stops" "$hp_tmp/attach.err" ||
+		! grep -Eq "detached from $TARGET_PID, $stops" "$hp_tmp/attach.err"; then
+		hp_fail "heapprof-attach did not say how long it stopped a thread: $(cat "$hp_tmp/attach.err")"
+	fi
+	hp_ok "heapprof-attach reported its longest stop at attach and at detach"
 	hp_check_helpers_gone
 	hp_check_restored "$fds_before"
 }
