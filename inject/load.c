@@ -180,12 +180,7 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	/* Written before a thread is held: finding the room reads /proc/PID/maps, which took
 	 * over 500 ms of the hold in a process of 3000 threads. */
 	struct hp_start_args sa = *args;
-	char mem_path[64];
-	snprintf(mem_path, sizeof mem_path, "/proc/%d/mem", (int)pid);
-	int mem = open(mem_path, O_RDWR | O_CLOEXEC);
-	int r = mem < 0 ? -1 : hp_stubs_ensure(pid, mem, &sa.stub_code, &sa.stub_data);
-	if (mem >= 0)
-		close(mem);
+	int r = hp_stubs_ensure(pid, &sa.stub_code, &sa.stub_data);
 	struct hp_thread t;
 	if (r < 0)
 		hp_error_set(err, "could not write heapprof's stubs into process %d (%s)", (int)pid,

@@ -117,9 +117,7 @@ static int save_state(struct hp_thread *t)
 	t->xstate_len = iov.iov_len;
 	if (ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof t->sigmask, &t->sigmask) < 0)
 		return -errno;
-	char name[64];
-	snprintf(name, sizeof name, "/proc/%d/mem", (int)t->pid);
-	t->mem_fd = open(name, O_RDWR | O_CLOEXEC);
+	t->mem_fd = hp_open_mem(t->pid, O_RDWR);
 	if (t->mem_fd < 0)
 		return -errno;
 	t->scratch_top = t->regs.rsp;
@@ -351,6 +349,13 @@ void hp_ptrace_explain(pid_t pid, pid_t tid, int code, struct hp_error *err)
 		hp_error_set(err, "could not stop thread %d of process %d: %s", (int)tid, (int)pid,
 			     strerror(-code));
 	}
+}
+
+int hp_open_mem(pid_t pid, int flags)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
+	return open(name, flags | O_CLOEXEC);
 }
 
 uint64_t hp_inject_longest_stop_ns(void)

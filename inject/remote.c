@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ptrace.h>
@@ -92,9 +91,7 @@ static int find_tramp(pid_t pid, int mem_fd, uint64_t *at, int *owned)
 
 uint64_t hp_remote_tramp_hint(pid_t pid)
 {
-	char name[64];
-	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
-	int mem = open(name, O_RDONLY | O_CLOEXEC);
+	int mem = hp_open_mem(pid, O_RDONLY);
 	if (mem < 0)
 		return 0;
 	uint64_t at = 0;

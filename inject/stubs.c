@@ -3,11 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "hpabi.h"
+#include "inject/ptrace.h"
 #include "inject/slack.h"
 
 /* The areas left by a previous session: 1 and both addresses, 0, or -1. */
@@ -28,7 +28,7 @@ static int find_areas(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
 	return 1;
 }
 
-int hp_stubs_ensure(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
+static int ensure(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
 {
 	*code = *data = 0;
 	int r = find_areas(pid, mem_fd, code, data);
@@ -57,11 +57,22 @@ int hp_stubs_ensure(pid_t pid, int mem_fd, uint64_t *code, uint64_t *data)
 	return 0;
 }
 
+int hp_stubs_ensure(pid_t pid, uint64_t *code, uint64_t *data)
+{
+	*code = *data = 0;
+	int mem = hp_open_mem(pid, O_RDWR);
+	if (mem < 0)
+		return -1;
+	int r = ensure(pid, mem, code, data);
+	int e = errno;
+	close(mem);
+	errno = e;
+	return r;
+}
+
 int hp_stubs_erase_unused(pid_t pid)
 {
-	char name[64];
-	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
-	int mem = open(name, O_RDWR | O_CLOEXEC);
+	int mem = hp_open_mem(pid, O_RDWR);
 	if (mem < 0)
 		return -1;
 	uint64_t code, data, used = 1;

@@ -70,17 +70,10 @@ static int memfd_fds(pid_t pid, int *fds, int max)
 	return n;
 }
 
-static int open_mem(pid_t pid, int flags)
-{
-	char name[64];
-	snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
-	return open(name, flags | O_CLOEXEC);
-}
-
 /* 1 and *at when a trampoline is written in the target, 0 when none is, -1. */
 static int stale_tramp(pid_t pid, uint64_t *at)
 {
-	int mem = open_mem(pid, O_RDONLY);
+	int mem = hp_open_mem(pid, O_RDONLY);
 	if (mem < 0)
 		return -1;
 	int r = hp_slack_find(pid, mem, hp_tramp_image(), hp_tramp_len(), at);
@@ -94,7 +87,7 @@ static int erase_tramp(pid_t pid, const struct leftovers *lo, struct hp_error *e
 {
 	for (int i = lo->nranges - lo->ntramps; i < lo->nranges; i++) {
 		size_t len = (size_t)(lo->ranges[i][1] - lo->ranges[i][0]);
-		int mem = open_mem(pid, O_WRONLY);
+		int mem = hp_open_mem(pid, O_WRONLY);
 		int r = mem >= 0 ? hp_slack_zero(mem, lo->ranges[i][0], len) : -1;
 		if (mem >= 0)
 			close(mem);
@@ -276,16 +269,6 @@ static void sleep_ms(long ms)
 	nanosleep(&d, NULL);
 }
 
-static int read_collector(pid_t pid, struct collector *col)
-{
-	int mem = open_mem(pid, O_RDONLY);
-	if (mem < 0)
-		return -1;
-	ssize_t n = pread(mem, &col->st, sizeof col->st, (off_t)col->at);
-	close(mem);
-	return n == (ssize_t)sizeof col->st ? 0 : -1;
-}
-
 /* 1 while the collector's thread is inside payload code. */
 static int collector_in_payload(const struct collector *col)
 {
@@ -295,24 +278,30 @@ static int collector_in_payload(const struct collector *col)
 /* Holding no thread, waits for the collector to write its last round and park. */
 static int wait_parked(pid_t pid, struct collector *col, struct hp_error *err)
 {
-	for (int waited = 0; col->at; waited++) {
-		if (read_collector(pid, col) < 0) {
+	if (!col->at)
+		return 0;
+	int mem = hp_open_mem(pid, O_RDONLY), r = 1;
+	for (int waited = 0; r > 0; waited++) {
+		if (mem < 0 || pread(mem, &col->st, sizeof col->st, (off_t)col->at) !=
+				   (ssize_t)sizeof col->st) {
 			hp_error_set(err, "process %d exited during detach", (int)pid);
-			return -1;
-		}
-		if (col->st.phase != HP_COLLECTOR_RUNNING)
-			return 0;
-		if (waited >= PARK_MS) {
+			r = -1;
+		} else if (col->st.phase != HP_COLLECTOR_RUNNING) {
+			r = 0;
+		} else if (waited >= PARK_MS) {
 			hp_error_set(err,
 				     "the payload in process %d has not finished its last round "
 				     "after %d s: it is stopped but stays loaded; run "
 				     "heapprof-detach again",
 				     (int)pid, PARK_MS / 1000);
-			return -1;
+			r = -1;
+		} else {
+			sleep_ms(1);
 		}
-		sleep_ms(1);
 	}
-	return 0;
+	if (mem >= 0)
+		close(mem);
+	return r;
 }
 
 static int wait_quiescent(pid_t pid, const struct leftovers *lo, const struct collector *col,
