@@ -36,7 +36,7 @@ now()
 	awk '{ print $1 }' /proc/uptime
 }
 
-# one T: prints "threads=T detach_s=S detach_rc=R sampled=yes|no"; fails on a leftover.
+# one T: prints its line (above); fails on a leftover.
 one()
 {
 	local t=$1 base=$bench_tmp/t$1 fd tpid apid start end rc sampled stop_ms attach_ms
