@@ -81,6 +81,7 @@ static const struct need needs[] = {
      0},
     {"madvise (MADV_WIPEONFORK)", SYS_madvise, {0, 0, MADV_WIPEONFORK}, 0, 0},
     {"membarrier", SYS_membarrier, {MEMBARRIER_CMD_QUERY}, ERRNO_ANY, 0},
+    {"prctl (PR_GET_SECCOMP)", SYS_prctl, {PR_GET_SECCOMP}, ERRNO_ANY, 0},
     {"membarrier", SYS_membarrier, {MEMBARRIER_CMD_GLOBAL}, ERRNO_ANY, 0},
     {"pipe2", SYS_pipe2, {0, O_CLOEXEC}, 0, 0},
     {"write", SYS_write, {0}, 0, 0},
