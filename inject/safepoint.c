@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hpabi.h"
 #include "hppaths.h"
 #include "inject/maps.h"
 #include "inject/remote.h"
@@ -19,7 +20,10 @@
 #define PASS_DELAY_MS 20
 #define PAYLOAD_PASSES 150
 
-enum rank { RANK_SYSCALL, RANK_FUTEX, RANK_RUNNING, RANK_SKIP };
+/* heapprof's collector runs payload code, so it is never safe; and seizing it can wait
+ * out its membarrier, 232 ms once on a loaded 2-CPU host, a stop the attach then reports.
+ * Its name puts it last, since a thread of the application may have that name too. */
+enum rank { RANK_SYSCALL, RANK_FUTEX, RANK_RUNNING, RANK_COLLECTOR, RANK_SKIP };
 
 struct cand {
 	pid_t tid;
@@ -66,11 +70,15 @@ static int thread_rank(pid_t pid, pid_t tid)
 	FILE *f = fopen(name, "re");
 	if (!f)
 		return RANK_SKIP;
-	char state = 0;
-	int ok = fscanf(f, "%*d (%*[^)]) %c", &state) == 1;
+	int ok = fgets(buf, sizeof buf, f) != NULL;
 	fclose(f);
-	if (!ok || state == 'Z' || state == 'X')
+	/* "tid (comm) state ...", where comm may hold parentheses itself. */
+	char *lp = ok ? strchr(buf, '(') : NULL, *rp = ok ? strrchr(buf, ')') : NULL;
+	if (!lp || !rp || rp < lp || !rp[1] || !rp[2] || rp[2] == 'Z' || rp[2] == 'X')
 		return RANK_SKIP;
+	*rp = 0;
+	if (!strcmp(lp + 1, HP_COLLECTOR_NAME))
+		return RANK_COLLECTOR;
 	snprintf(name, sizeof name, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
 	f = fopen(name, "re");
 	if (!f)

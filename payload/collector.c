@@ -660,7 +660,7 @@ static void *collector_main(void *arg)
 {
 	(void)arg;
 	heapprof_collector.tid = (int32_t)syscall(SYS_gettid);
-	prctl(PR_SET_NAME, "heapprof", 0, 0, 0);
+	prctl(PR_SET_NAME, HP_COLLECTOR_NAME, 0, 0, 0);
 	struct hp_thread *self = hp_thread_self();
 	if (self)
 		self->guard = 1;

@@ -28,6 +28,8 @@
 #define HP_PAYLOAD_FILE "heapprof-payload.so"
 /* The memfd the payload is loaded from: /proc/PID/maps shows "/memfd:heapprof (deleted)". */
 #define HP_MEMFD_NAME "heapprof"
+/* The collector thread's name (/proc/PID/task/TID/comm). */
+#define HP_COLLECTOR_NAME "heapprof"
 #define HP_ABI_VERSION 3
 #define HP_START_SYMBOL "heapprof_start"
 #define HP_STOP_SYMBOL "heapprof_stop"

@@ -3,6 +3,7 @@
  *
  * Usage: inject-target CMDFD          sleeper, reader and spinner threads
  *        inject-target CMDFD spin     only the main thread, spinning in user code
+ *        inject-target CMDFD spin-named  the same, the thread named as heapprof's collector
  * The sleeper checks that every nanosleep returns 0 and lasts its full length (an
  * interrupted syscall must restart); the reader checks that read() on CMDFD never fails
  * and returns the bytes 'a'..'z' in a cycle; '.' ends the process with status 0. The
@@ -18,8 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "hpabi.h"
 
 #define SLEEP_NS 20000000L
 #define SPIN_ITERS 2000000UL
@@ -140,13 +144,17 @@ static void on_usr2(int sig)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: inject-target CMDFD [spin]\n");
+		fprintf(stderr, "usage: inject-target CMDFD [spin|spin-named]\n");
 		return 1;
 	}
 	cmd_fd = atoi(argv[1]);
 	for (size_t i = 0; i < sizeof pattern; i++)
 		pattern[i] = (uint8_t)(i * 37 + 11);
-	if (argc > 2 && !strcmp(argv[2], "spin")) {
+	/* spin-named: the spinning thread bears the collector's name (safepoint.c tries
+	 * such a thread last, never skips it). */
+	if (argc > 2 && !strcmp(argv[2], "spin-named"))
+		prctl(PR_SET_NAME, HP_COLLECTOR_NAME, 0, 0, 0);
+	if (argc > 2 && !strncmp(argv[2], "spin", 4)) {
 		signal(SIGUSR1, on_usr1);
 		signal(SIGUSR2, on_usr2);
 		spinner(NULL);

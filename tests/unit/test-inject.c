@@ -235,6 +235,27 @@ static void test_spinning_thread(void **state)
 	expect_exit_zero(pid);
 }
 
+/* A thread of the application named as heapprof's collector is tried last, not skipped:
+ * here it is the only thread. */
+static void test_named_like_collector(void **state)
+{
+	(void)state;
+	int cmd;
+	pid_t pid = start_target("spin-named", &cmd);
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(comm, sizeof comm, f));
+	fclose(f);
+	assert_string_equal(comm, HP_COLLECTOR_NAME "\n");
+	double ms[2];
+	cycle(pid, count_dir("fd", pid), ms);
+	kill(pid, SIGUSR1);
+	close(cmd);
+	expect_exit_zero(pid);
+}
+
 /* Signals keep arriving while the thread is borrowed: one reported instead of the
  * interrupt stop must be handed back, none may disturb the call or the target. */
 static void test_signals_meanwhile(void **state)
@@ -314,9 +335,9 @@ static void test_already_traced(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_load_unload_cycles), cmocka_unit_test(test_spinning_thread),
-	    cmocka_unit_test(test_signals_meanwhile),  cmocka_unit_test(test_no_such_process),
-	    cmocka_unit_test(test_already_traced),
+	    cmocka_unit_test(test_load_unload_cycles),	 cmocka_unit_test(test_spinning_thread),
+	    cmocka_unit_test(test_named_like_collector), cmocka_unit_test(test_signals_meanwhile),
+	    cmocka_unit_test(test_no_such_process),	 cmocka_unit_test(test_already_traced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
