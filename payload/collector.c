@@ -8,6 +8,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -672,6 +673,11 @@ static void *collector_main(void *arg)
 		if (!atomic_load(&c.stop))
 			syscall(SYS_futex, &c.wake, FUTEX_WAIT_PRIVATE, 0, &iv, NULL, 0);
 		int stop = atomic_load(&c.stop);
+		/* Woken by heapprof_stop, most likely in a thread the injector holds: the waker
+		 * goes back to its trampoline first, rather than wait for a CPU through the whole
+		 * last round (a woken thread takes the waker's CPU). The same before the free. */
+		if (stop)
+			sched_yield();
 		atomic_store_explicit(&hp_round_ms, hp_now_ms(), memory_order_relaxed);
 		if (mono_ns() - c.start_ns >= HP_PIPE_GRACE_S * 1000000000ull)
 			heapprof_release_pipe();
@@ -698,6 +704,7 @@ static void *collector_main(void *arg)
 	while (__atomic_load_n(&heapprof_collector.phase, __ATOMIC_SEQ_CST) == HP_COLLECTOR_PARKED)
 		syscall(SYS_futex, &heapprof_collector.phase, FUTEX_WAIT_PRIVATE,
 			HP_COLLECTOR_PARKED, NULL, NULL, 0);
+	sched_yield(); /* heapprof_free_memory's thread is held too */
 	c.free_all();
 	return NULL;
 }
