@@ -169,7 +169,8 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 			     (int)pid, (int)pid);
 		return -1;
 	}
-	if (hp_seccomp_precheck(pid, err))
+	struct hp_seccomp_status filters;
+	if (hp_seccomp_precheck(pid, &filters, err))
 		return -1;
 	struct hp_libc_fns f;
 	if (hp_libc_resolve(pid, &f, err))
@@ -190,7 +191,7 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	if (!r) {
 		/* Filters can only be read from a stopped thread, and the borrowed one's are
 		 * those our calls run under. */
-		r = hp_seccomp_check(&t, err);
+		r = hp_seccomp_check(&t, &filters, err);
 		if (!r)
 			r = load_in_thread(&t, &f, &b, &sa, pipe_fd, err);
 		if (hp_thread_release(&t, err) && !r) {

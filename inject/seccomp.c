@@ -357,14 +357,9 @@ int hp_seccomp_denied(const struct hp_bpf_prog *progs, size_t n, const char **na
 	return 0;
 }
 
-struct sc_status {
-	int mode;    /* Seccomp: 0 none, 1 strict, 2 filter; -1 unreadable (thread gone) */
-	int filters; /* Seccomp_filters; -1 when the kernel does not show it (before 5.9) */
-};
-
-static struct sc_status thread_status(pid_t pid, pid_t tid)
+static struct hp_seccomp_status thread_status(pid_t pid, pid_t tid)
 {
-	struct sc_status s = {-1, -1};
+	struct hp_seccomp_status s = {-1, -1};
 	char name[96], line[256];
 	snprintf(name, sizeof name, "/proc/%d/task/%d/status", (int)pid, (int)tid);
 	FILE *f = fopen(name, "re");
@@ -381,7 +376,7 @@ static struct sc_status thread_status(pid_t pid, pid_t tid)
 
 /* The mode and filter count all threads share in *common, or -1 with err set. A thread
  * that exits meanwhile does not count. */
-static int scan_threads(pid_t pid, struct sc_status *common, struct hp_error *err)
+static int scan_threads(pid_t pid, struct hp_seccomp_status *common, struct hp_error *err)
 {
 	char comm[32];
 	pid_t *tids;
@@ -393,9 +388,9 @@ static int scan_threads(pid_t pid, struct sc_status *common, struct hp_error *er
 	hp_target_comm(pid, comm, sizeof comm);
 	int ret = 0;
 	pid_t first = 0;
-	*common = (struct sc_status){0, 0};
+	*common = (struct hp_seccomp_status){0, 0};
 	for (int i = 0; i < n && !ret; i++) {
-		struct sc_status s = thread_status(pid, tids[i]);
+		struct hp_seccomp_status s = thread_status(pid, tids[i]);
 		if (s.mode < 0)
 			continue;
 		if (s.mode == SECCOMP_MODE_STRICT) {
@@ -423,10 +418,9 @@ static int scan_threads(pid_t pid, struct sc_status *common, struct hp_error *er
 	return ret;
 }
 
-int hp_seccomp_precheck(pid_t pid, struct hp_error *err)
+int hp_seccomp_precheck(pid_t pid, struct hp_seccomp_status *common, struct hp_error *err)
 {
-	struct sc_status common;
-	return scan_threads(pid, &common, err);
+	return scan_threads(pid, common, err);
 }
 
 static void free_progs(struct hp_bpf_prog *progs, size_t n)
@@ -470,14 +464,21 @@ static long read_filters(pid_t tid, struct hp_bpf_prog **out)
 	return (long)n;
 }
 
-int hp_seccomp_check(const struct hp_thread *t, struct hp_error *err)
+int hp_seccomp_check(const struct hp_thread *t, const struct hp_seccomp_status *common,
+		     struct hp_error *err)
 {
-	struct sc_status common;
-	if (scan_threads(t->pid, &common, err))
-		return -1;
-	if (common.mode != SECCOMP_MODE_FILTER)
-		return 0;
 	char comm[32], action[64];
+	struct hp_seccomp_status now = thread_status(t->pid, t->tid);
+	if (now.mode != common->mode || now.filters != common->filters) {
+		hp_target_comm(t->pid, comm, sizeof comm);
+		hp_error_set(err,
+			     "the seccomp filters of process %d (%s) changed while heapprof "
+			     "looked at them: try again",
+			     (int)t->pid, comm);
+		return -1;
+	}
+	if (common->mode != SECCOMP_MODE_FILTER)
+		return 0;
 	hp_target_comm(t->pid, comm, sizeof comm);
 	struct hp_bpf_prog *progs = NULL;
 	long n = read_filters(t->tid, &progs);
@@ -500,7 +501,7 @@ int hp_seccomp_check(const struct hp_thread *t, struct hp_error *err)
 					: "try again");
 		return -1;
 	}
-	if (common.filters >= 0 && n != common.filters) {
+	if (common->filters >= 0 && n != common->filters) {
 		free_progs(progs, (size_t)n);
 		hp_error_set(err,
 			     "the seccomp filters of process %d (%s) changed while heapprof read "
