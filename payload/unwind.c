@@ -647,7 +647,7 @@ size_t hp_unwind_memo_size(unsigned max)
 	return sizeof(struct hp_unwind_memo) + (max + MEMO_PREFIX) * sizeof(struct hp_unwind_step);
 }
 
-size_t hp_unwind_memos_size(unsigned max, unsigned n)
+static size_t memos_size(unsigned max, unsigned n)
 {
 	return HP_UNWIND_MEMOS_HEAD + hp_unwind_memo_size(max) * n;
 }
@@ -660,7 +660,7 @@ static struct hp_unwind_memo *memo_i(struct hp_unwind_memo *first, unsigned i)
 
 struct hp_unwind_memo *hp_unwind_memos_reserve(unsigned max, unsigned n)
 {
-	char *p = hp_reserve(hp_unwind_memos_size(max, n));
+	char *p = hp_reserve(memos_size(max, n));
 	if (!p)
 		return NULL;
 	struct hp_unwind_memo *first = (struct hp_unwind_memo *)(p + HP_UNWIND_MEMOS_HEAD);
@@ -679,27 +679,19 @@ int hp_unwind_memos_ready(struct hp_unwind_memo *first, unsigned i)
 	return 1;
 }
 
-struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n)
-{
-	struct hp_unwind_memo *first = hp_unwind_memos_reserve(max, n);
-	for (unsigned i = 1; first && i < n; i++)
-		hp_unwind_memos_ready(first, i);
-	return first;
-}
-
 void hp_unwind_memos_free(struct hp_unwind_memo *first, unsigned n)
 {
 	unsigned max = first->cap - MEMO_PREFIX;
 	uint64_t counted = HP_UNWIND_MEMOS_HEAD;
 	for (unsigned i = 0; i < n; i++)
 		counted += memo_i(first, i)->cap ? hp_unwind_memo_size(max) : 0;
-	hp_unreserve(hp_unwind_memos_head(first), hp_unwind_memos_size(max, n));
+	hp_unreserve(hp_unwind_memos_head(first), memos_size(max, n));
 	atomic_fetch_sub(&hp_mapped_bytes, counted);
 }
 
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max)
 {
-	return hp_unwind_memos_new(max, 1);
+	return hp_unwind_memos_reserve(max, 1);
 }
 
 void hp_unwind_memo_free(struct hp_unwind_memo *m)

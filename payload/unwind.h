@@ -102,20 +102,17 @@ unsigned hp_unwind(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t 
 unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintptr_t drop_hi);
 
 /* A memo for walks of at most max frames (cap = max + 16 steps), in hp_map memory of
- * hp_unwind_memo_size bytes; NULL when none could be mapped. hp_unwind_memos_new maps n of
- * them in one go (hp_unwind_memos_size bytes), the i-th i * hp_unwind_memo_size(max) bytes
- * after the first, behind HP_UNWIND_MEMOS_HEAD zeroed bytes that are the caller's
+ * hp_unwind_memo_size bytes; NULL when none could be mapped. hp_unwind_memos_reserve
+ * reserves n of them in one go, the i-th i * hp_unwind_memo_size(max) bytes after the
+ * first, behind HP_UNWIND_MEMOS_HEAD zeroed bytes that are the caller's
  * (hp_unwind_memos_head: the payload's hooks keep there which walk each memo began with).
- * hp_unwind_memos_reserve makes the same n, but only the first ready for walks: each other
- * one is made ready by hp_unwind_memos_ready before its first use, and its pages are
- * touched and counted in hp_mapped_bytes only then (a thread of one allocation path uses
- * two of its 28 memos: 7 KB, not 87). */
+ * Only the first is ready for walks: each other one is made ready by hp_unwind_memos_ready
+ * before its first use, and its pages are touched and counted in hp_mapped_bytes only then
+ * (a thread of one allocation path uses two of its 28 memos: 7 KB, not 87). */
 #define HP_UNWIND_MEMOS_HEAD 512u
 size_t hp_unwind_memo_size(unsigned max);
-size_t hp_unwind_memos_size(unsigned max, unsigned n);
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
 void hp_unwind_memo_free(struct hp_unwind_memo *m);
-struct hp_unwind_memo *hp_unwind_memos_new(unsigned max, unsigned n);
 struct hp_unwind_memo *hp_unwind_memos_reserve(unsigned max, unsigned n);
 /* 1 when memo i was not ready before. */
 int hp_unwind_memos_ready(struct hp_unwind_memo *first, unsigned i);

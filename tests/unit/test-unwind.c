@@ -390,8 +390,10 @@ static void test_memo(void **state)
 static void test_memo_from(void **state)
 {
 	(void)state;
-	struct hp_unwind_memo *m = hp_unwind_memos_new(MAX, 3), *ms[3];
+	struct hp_unwind_memo *m = hp_unwind_memos_reserve(MAX, 3), *ms[3];
 	assert_non_null(m);
+	hp_unwind_memos_ready(m, 1);
+	hp_unwind_memos_ready(m, 2);
 	for (int k = 0; k < 3; k++)
 		ms[k] = (struct hp_unwind_memo *)((char *)m + hp_unwind_memo_size(MAX) * k);
 	unsigned last = 0;
@@ -439,7 +441,7 @@ static void test_memos_reserved(void **state)
 	assert_int_equal(hp_unwind_memos_ready(m, n - 1), 1);
 	assert_int_equal(atomic_load(&hp_mapped_bytes) - before,
 			 HP_UNWIND_MEMOS_HEAD + 3 * memo_sz);
-	/* A ready memo walks like one of hp_unwind_memos_new. */
+	/* A memo made ready after others walks like the first. */
 	struct memo_cap c;
 	memo = (struct hp_unwind_memo *)((char *)m + memo_sz * 9);
 	memo_from = m;
