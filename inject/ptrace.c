@@ -201,12 +201,21 @@ static int restore_state(struct hp_thread *t)
 	return 0;
 }
 
+/* Nanoseconds since the thread was seized. */
+static uint64_t held_ns(const struct hp_thread *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - t->seized_at.tv_sec) * 1000000000u +
+	       (uint64_t)(now.tv_nsec - t->seized_at.tv_nsec);
+}
+
 /* The hold ends as PTRACE_DETACH starts the thread again: timed after it, it also took
  * the time the woken thread kept the injector off its CPU, 2 to 8 ms on a 2-CPU host, when
  * the thread was running already. */
 static void note_held(const struct hp_thread *t)
 {
-	uint64_t held = hp_thread_held_ns(t);
+	uint64_t held = held_ns(t);
 	if (held > longest_stop_ns)
 		longest_stop_ns = held;
 }
@@ -371,12 +380,4 @@ uint64_t hp_inject_longest_stop_ns(void)
 	uint64_t l = longest_stop_ns;
 	longest_stop_ns = 0;
 	return l;
-}
-
-uint64_t hp_thread_held_ns(const struct hp_thread *t)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)(now.tv_sec - t->seized_at.tv_sec) * 1000000000u +
-	       (uint64_t)(now.tv_nsec - t->seized_at.tv_nsec);
 }

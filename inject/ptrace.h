@@ -68,7 +68,5 @@ int hp_process_alive(pid_t pid);
 /* The target's memory, /proc/PID/mem opened with flags | O_CLOEXEC: read and written
  * without stopping anything (a tracer's rights suffice). -1 with errno. */
 int hp_open_mem(pid_t pid, int flags);
-/* Nanoseconds since the thread was stopped. */
-uint64_t hp_thread_held_ns(const struct hp_thread *t);
 
 #endif
