@@ -55,7 +55,7 @@ static int scan_dynsym(Elf *e, uint64_t bias, const char *const *names, uint64_t
 			continue;
 		int type = GELF_ST_TYPE(sym.st_info);
 		/* An IFUNC symbol is its resolver, not a function we could call. */
-		if (type != STT_FUNC)
+		if (type != STT_FUNC && type != STT_OBJECT)
 			continue;
 		GElf_Versym vs;
 		/* Bit 15 marks a hidden (non-default) version such as memcpy@GLIBC_2.2.5. */
@@ -74,26 +74,40 @@ static int scan_dynsym(Elf *e, uint64_t bias, const char *const *names, uint64_t
 	return found;
 }
 
+/* scan_dynsym over e (ended here), with the bias found from *base, or bias itself when base
+ * is NULL. */
+static int lookup(Elf *e, const uint64_t *base, uint64_t bias, const char *const *names,
+		  uint64_t *addrs, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		addrs[k] = 0;
+	int ret = -1;
+	if (e && elf_kind(e) == ELF_K_ELF && (!base || !load_bias(e, *base, &bias)))
+		ret = scan_dynsym(e, bias, names, addrs, n);
+	if (e)
+		elf_end(e);
+	if (ret < 0)
+		errno = ENOEXEC;
+	return ret;
+}
+
 int hp_elf_symbols(pid_t pid, const char *path, uint64_t base, const char *const *names,
 		   uint64_t *addrs, size_t n)
 {
 	char file[PATH_MAX + 32];
 	snprintf(file, sizeof file, "/proc/%d/root%s", (int)pid, path);
-	for (size_t k = 0; k < n; k++)
-		addrs[k] = 0;
 	elf_version(EV_CURRENT);
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	int ret = -1;
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	uint64_t bias;
-	if (e && elf_kind(e) == ELF_K_ELF && !load_bias(e, base, &bias))
-		ret = scan_dynsym(e, bias, names, addrs, n);
-	if (e)
-		elf_end(e);
-	close(fd);
-	if (ret < 0)
-		errno = ENOEXEC;
+	int ret =
+	    lookup(fd < 0 ? NULL : elf_begin(fd, ELF_C_READ_MMAP, NULL), &base, 0, names, addrs, n);
+	if (fd >= 0)
+		close(fd);
 	return ret;
+}
+
+int hp_elf_symbols_image(char *image, size_t len, uint64_t bias, const char *const *names,
+			 uint64_t *addrs, size_t n)
+{
+	elf_version(EV_CURRENT);
+	return lookup(elf_memory(image, len), NULL, bias, names, addrs, n);
 }

@@ -16,16 +16,26 @@
 #include "hpabi.h"
 #include "hperror.h"
 
-/* Loads the payload file into pid and starts it with args. On success returns 0 and
- * *pipe_fd is our own fd for the read end of the payload's pipe (O_CLOEXEC). */
+/* The loaded payload's handle and entry points (hpabi.h). The attach finds them in the file
+ * it loaded, at the load bias the loader reports, rather than by a remote dlsym each in the
+ * held thread; its detach calls them the same way. */
+struct hp_payload_fns {
+	uint64_t handle, start, release, stop, free, collector;
+};
+
+/* Loads the payload file into pid and starts it with args. On success returns 0, *pipe_fd
+ * is our own fd for the read end of the payload's pipe (O_CLOEXEC) and *fns says where the
+ * payload is. */
 int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_args *args,
-		   int *pipe_fd, struct hp_error *err);
+		   int *pipe_fd, struct hp_payload_fns *fns, struct hp_error *err);
 
 /* Stops the payload (it writes its last round to the pipe if a reader still holds it),
  * waits until no thread executes payload code, unloads it, removes the leftovers of a
  * heapprof that died (hp_inject_leftovers) and verifies that /proc/PID/maps shows no
- * heapprof mapping. 0 only when verified. */
-int hp_inject_unload(pid_t pid, struct hp_error *err);
+ * heapprof mapping. 0 only when verified. known is what this session's load found (NULL
+ * for a payload another process loaded), trusted while the payload is loaded as its handle;
+ * otherwise the payload's entry points are asked of dlsym. */
+int hp_inject_unload(pid_t pid, const struct hp_payload_fns *known, struct hp_error *err);
 
 /* 1 if a heapprof that died left something else behind in pid (a trampoline of an
  * unfinished call, the payload's memfd still open), 0 if not, -1 if /proc can't be read.

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "inject/elfsym.h"
 #include "inject/libcfn.h"
 #include "inject/remote.h"
 #include "inject/safepoint.h"
@@ -71,13 +72,41 @@ static int fill_memfd(pid_t pid, int fd, const struct blob *b, struct hp_error *
 	return off < b->len ? -1 : 0;
 }
 
+/* The entry points of the payload just loaded as handle from b: its link_map's l_addr
+ * (the first member, a public ABI of <link.h>) is its load bias, and b the very bytes the
+ * loader mapped. Asked of dlsym instead, each was a remote call in the held thread: two in
+ * the attach's hold, four in its detach's. */
+static int payload_fns(struct hp_thread *t, const struct blob *b, uint64_t handle,
+		       struct hp_payload_fns *fns, struct hp_error *err)
+{
+	static const char *const names[] = {HP_START_SYMBOL, HP_RELEASE_SYMBOL, HP_STOP_SYMBOL,
+					    HP_FREE_SYMBOL, HP_COLLECTOR_SYMBOL};
+	uint64_t bias, a[sizeof names / sizeof *names];
+	if (pread(t->mem_fd, &bias, sizeof bias, (off_t)handle) != (ssize_t)sizeof bias) {
+		hp_error_set(err, "cannot read the payload's link map in process %d (%s)",
+			     (int)t->pid, strerror(errno));
+		return -1;
+	}
+	if (hp_elf_symbols_image(b->data, b->len, bias, names, a, sizeof names / sizeof *names) !=
+	    (int)(sizeof names / sizeof *names)) {
+		hp_error_set(err,
+			     "the payload lacks one of heapprof's entry points (%s ...): the "
+			     "installation is broken",
+			     HP_START_SYMBOL);
+		return -1;
+	}
+	*fns = (struct hp_payload_fns){handle, a[0], a[1], a[2], a[3], a[4]};
+	return 0;
+}
+
 /* Everything from memfd_create to having our own copy of the pipe's read end. On failure
  * the target is put back: started payload stopped, handle closed, fds closed. */
 static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, const struct blob *b,
-			  const struct hp_start_args *args, int *pipe_fd, struct hp_error *err)
+			  const struct hp_start_args *args, int *pipe_fd,
+			  struct hp_payload_fns *fns, struct hp_error *err)
 {
 	pid_t pid = t->pid;
-	uint64_t a[2], rc, handle = 0, start = 0;
+	uint64_t a[2], rc, handle = 0;
 	if (hp_remote_push(t, HP_MEMFD_NAME, sizeof HP_MEMFD_NAME, &a[0], err))
 		return -1;
 	a[1] = MFD_CLOEXEC;
@@ -104,15 +133,10 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 		hp_error_set(err, "dlopen of the payload failed in process %d: %s", (int)pid, msg);
 		return -1;
 	}
-	if (hp_call_dlsym(t, f, handle, HP_START_SYMBOL, &start, err))
+	if (payload_fns(t, b, handle, fns, err))
 		goto undo;
-	if (!start) {
-		hp_error_set(err, "the payload has no %s: the installation is broken",
-			     HP_START_SYMBOL);
-		goto undo;
-	}
 	if (hp_remote_push(t, args, sizeof *args, &a[0], err) ||
-	    hp_remote_call(t, HP_START_SYMBOL, start, a, 1, &rc, err))
+	    hp_remote_call(t, HP_START_SYMBOL, fns->start, a, 1, &rc, err))
 		goto undo;
 	int rfd = (int)rc;
 	if (rfd < 0) {
@@ -129,21 +153,11 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 			     *pipe_fd < 0 ? strerror(errno) : "not a pipe any more");
 	/* The payload closes its copy itself: a remote close() of rfd would close whatever
 	 * the target has put at that number if the payload's grace period ran out. */
-	uint64_t release = 0;
-	if (hp_call_dlsym(t, f, handle, HP_RELEASE_SYMBOL, &release, err))
-		goto stop;
-	if (!release) {
-		hp_error_set(err, "the payload has no %s: the installation is broken",
-			     HP_RELEASE_SYMBOL);
-		goto stop;
-	}
-	if (hp_remote_call(t, HP_RELEASE_SYMBOL, release, NULL, 0, &rc, err) || !ok)
+	if (hp_remote_call(t, HP_RELEASE_SYMBOL, fns->release, NULL, 0, &rc, err) || !ok)
 		goto stop;
 	return 0;
-stop:;
-	uint64_t stop = 0;
-	if (!hp_call_dlsym(t, f, handle, HP_STOP_SYMBOL, &stop, err) && stop)
-		hp_remote_call(t, HP_STOP_SYMBOL, stop, NULL, 0, &rc, err);
+stop:
+	hp_remote_call(t, HP_STOP_SYMBOL, fns->stop, NULL, 0, &rc, err);
 	if (*pipe_fd >= 0)
 		close(*pipe_fd);
 	*pipe_fd = -1;
@@ -154,7 +168,7 @@ undo:
 }
 
 int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_args *args,
-		   int *pipe_fd, struct hp_error *err)
+		   int *pipe_fd, struct hp_payload_fns *fns, struct hp_error *err)
 {
 	*pipe_fd = -1;
 	int mapped = hp_payload_mapped(pid);
@@ -193,7 +207,7 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 		 * those our calls run under. */
 		r = hp_seccomp_check(&t, &filters, err);
 		if (!r)
-			r = load_in_thread(&t, &f, &b, &sa, pipe_fd, err);
+			r = load_in_thread(&t, &f, &b, &sa, pipe_fd, fns, err);
 		if (hp_thread_release(&t, err) && !r) {
 			close(*pipe_fd);
 			*pipe_fd = -1;

@@ -150,17 +150,47 @@ struct collector {
 	struct hp_collector_state st;
 };
 
+/* The entry points of the payload loaded as handle into the held thread's process: known's
+ * when it is that load's, else from dlsym. *fresh tells which. */
+static int entry_points(struct hp_thread *t, const struct hp_libc_fns *f, uint64_t handle,
+			const struct hp_payload_fns *known, struct hp_payload_fns *fns, int *fresh,
+			struct hp_error *err)
+{
+	*fresh = !known || known->handle != handle;
+	if (!*fresh) {
+		*fns = *known;
+		return 0;
+	}
+	const char *names[] = {HP_RELEASE_SYMBOL, HP_STOP_SYMBOL, HP_FREE_SYMBOL,
+			       HP_COLLECTOR_SYMBOL};
+	uint64_t *addrs[] = {&fns->release, &fns->stop, &fns->free, &fns->collector};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		if (hp_call_dlsym(t, f, handle, names[i], addrs[i], err))
+			return -1;
+		if (!*addrs[i]) {
+			hp_error_set(err,
+				     "the payload loaded in process %d has no %s: it is not this "
+				     "heapprof's; restart the process to remove it",
+				     (int)t->pid, names[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Takes a reference of our own (RTLD_NOLOAD finds the payload by its DT_SONAME), stops
  * the payload and drops that reference again; *handle and col's addresses stay valid
  * through the attach's reference. */
-static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle,
-			struct collector *col, struct hp_error *err)
+static int stop_payload(pid_t pid, const struct hp_libc_fns *f, const struct hp_payload_fns *known,
+			uint64_t *handle, struct collector *col, struct hp_error *err)
 {
 	struct hp_thread t;
 	if (hp_borrow_thread(pid, &t, err))
 		return -1;
 	char msg[256];
-	uint64_t stop = 0, release = 0, rc = 0;
+	uint64_t rc = 0;
+	struct hp_payload_fns fns = {0};
+	int fresh = 1;
 	int r = hp_call_dlopen(&t, f, HP_PAYLOAD_SONAME, RTLD_NOW | RTLD_NOLOAD, handle, msg,
 			       sizeof msg, err);
 	if (!r && !*handle) {
@@ -170,27 +200,16 @@ static int stop_payload(pid_t pid, const struct hp_libc_fns *f, uint64_t *handle
 			     (int)pid, HP_PAYLOAD_SONAME);
 		r = -1;
 	} else if (!r) {
-		const char *names[] = {HP_RELEASE_SYMBOL, HP_STOP_SYMBOL, HP_FREE_SYMBOL,
-				       HP_COLLECTOR_SYMBOL};
-		uint64_t *addrs[] = {&release, &stop, &col->free_fn, &col->at};
-		for (size_t i = 0; !r && i < sizeof names / sizeof *names; i++) {
-			r = hp_call_dlsym(&t, f, *handle, names[i], addrs[i], err);
-			if (!r && !*addrs[i]) {
-				hp_error_set(
-				    err,
-				    "the payload loaded in process %d has no %s: it is "
-				    "not this heapprof's; restart the process to remove it",
-				    (int)pid, names[i]);
-				r = -1;
-			}
-		}
+		r = entry_points(&t, f, *handle, known, &fns, &fresh, err);
+		col->free_fn = fns.free;
+		col->at = fns.collector;
 		/* A heapprof-attach that died before it took its copy of the pipe's read end
 		 * left the payload's own as the only reader: the last round would wait for it
-		 * (hpabi.h). After a normal attach this does nothing. */
+		 * (hpabi.h). The load that found known took its copy. */
+		if (!r && fresh)
+			r = hp_remote_call(&t, HP_RELEASE_SYMBOL, fns.release, NULL, 0, &rc, err);
 		if (!r)
-			r = hp_remote_call(&t, HP_RELEASE_SYMBOL, release, NULL, 0, &rc, err);
-		if (!r)
-			r = hp_remote_call(&t, HP_STOP_SYMBOL, stop, NULL, 0, &rc, err);
+			r = hp_remote_call(&t, HP_STOP_SYMBOL, fns.stop, NULL, 0, &rc, err);
 		if (!r && (int)rc < 0) {
 			hp_error_set(err,
 				     "%s failed in process %d (%s): the payload stays loaded; try "
@@ -379,7 +398,7 @@ static int release_attach_ref(pid_t pid, const struct hp_libc_fns *f, uint64_t h
 	return r ? r : erase_tramp(pid, lo, err);
 }
 
-int hp_inject_unload(pid_t pid, struct hp_error *err)
+int hp_inject_unload(pid_t pid, const struct hp_payload_fns *known, struct hp_error *err)
 {
 	struct leftovers lo;
 	if (find_leftovers(pid, &lo) < 0) {
@@ -392,7 +411,8 @@ int hp_inject_unload(pid_t pid, struct hp_error *err)
 	struct hp_libc_fns f;
 	uint64_t handle = 0;
 	struct collector col = {0};
-	if (hp_libc_resolve(pid, &f, err) || (m && stop_payload(pid, &f, &handle, &col, err)) ||
+	if (hp_libc_resolve(pid, &f, err) ||
+	    (m && stop_payload(pid, &f, known, &handle, &col, err)) ||
 	    wait_parked(pid, &col, err) || wait_quiescent(pid, &lo, &col, err) ||
 	    free_payload_memory(pid, &col, err) || release_attach_ref(pid, &f, handle, &lo, err))
 		return -1;

@@ -418,6 +418,7 @@ struct run {
 	sigset_t sigs;
 	pid_t viewer;
 	struct hp_session_lock session;
+	struct hp_payload_fns payload; /* where the load put it, for the detach */
 };
 
 static int end_after_target_exit(struct run *r, int vstatus)
@@ -443,7 +444,7 @@ static int detach(struct run *r, const int *vstatus)
 	int status = vstatus ? *vstatus : 0;
 	int reaped = vstatus != NULL;
 
-	int unloaded = hp_inject_unload(r->o.pid, &err) == 0;
+	int unloaded = hp_inject_unload(r->o.pid, &r->payload, &err) == 0;
 	if (!unloaded && target_gone(r->o.pid, r->start, EXIT_GRACE_MS)) {
 		if (!reaped && !wait_viewer(&r->sigs, r->viewer, &status, VIEWER_GRACE_MS)) {
 			kill(r->viewer, SIGKILL);
@@ -572,7 +573,7 @@ static int run(struct run *r)
 	    .max_memory = r->o.max_memory,
 	};
 	int fd;
-	if (hp_inject_load(r->o.pid, payload, &args, &fd, &err) < 0) {
+	if (hp_inject_load(r->o.pid, payload, &args, &fd, &r->payload, &err) < 0) {
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return HP_EXIT_FAIL;
 	}

@@ -131,7 +131,7 @@ static int unload_here(pid_t pid, const char *comm)
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return HP_EXIT_FAIL;
 	}
-	int r = hp_inject_unload(pid, &err);
+	int r = hp_inject_unload(pid, NULL, &err);
 	hp_session_remove(&s);
 	if (r < 0) {
 		fprintf(stderr, PROG ": %s\n", err.msg);

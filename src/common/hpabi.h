@@ -15,9 +15,11 @@
  * frees what is left when no collector ran). heapprof_start and heapprof_stop are safe to call
  * when the payload is already started / stopped (-EBUSY / 0). A detach that finds no session uses
  * dlopen(HP_PAYLOAD_SONAME, RTLD_NOLOAD) to get the handle of the loaded payload. The last round
- * waits at most HP_STOP_WRITE_S for a reader that takes nothing; a detach calls
- * heapprof_release_pipe before heapprof_stop, so that the payload's own read end, left by an
- * injector that died before taking its copy, is not a reader that last round waits for.
+ * waits at most HP_STOP_WRITE_S for a reader that takes nothing; a detach of a payload another
+ * injector loaded calls heapprof_release_pipe before heapprof_stop, so that the payload's own
+ * read end, left by an injector that died before taking its copy, is not a reader that last
+ * round waits for. The entry points are exported functions and heapprof_collector an exported
+ * object, found in .dynsym.
  */
 #ifndef HEAPPROF_HPABI_H
 #define HEAPPROF_HPABI_H

@@ -26,7 +26,9 @@
 
 #include "hpformat.h"
 #include "inject/inject.h"
+#include "inject/libcfn.h"
 #include "inject/maps.h"
+#include "inject/safepoint.h"
 
 #define TARGET HP_BUILDDIR "/tests/unit/inject-target"
 #define TESTLIB HP_BUILDDIR "/tests/unit/inject-testlib.so"
@@ -165,13 +167,15 @@ static void read_stream_start(int fd, pid_t pid)
 	assert_int_equal(in.hello.sample_rate, start_args.sample_rate);
 }
 
-/* One load/unload; returns the wall time of load and unload in *ms. */
-static void cycle(pid_t pid, int base_fds, double ms[2])
+/* One load/unload; returns the wall time of load and unload in *ms. by_other: the unload
+ * is told nothing of the load, as heapprof-detach's after a heapprof-attach that died. */
+static void cycle(pid_t pid, int base_fds, double ms[2], int by_other)
 {
 	struct hp_error err = {0};
+	struct hp_payload_fns fns;
 	int fd = -1;
 	double t0 = now_ms();
-	if (hp_inject_load(pid, TESTLIB, &start_args, &fd, &err))
+	if (hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err))
 		fail_msg("load: %s", err.msg);
 	ms[0] = now_ms() - t0;
 	assert_true(fd >= 0);
@@ -180,7 +184,7 @@ static void cycle(pid_t pid, int base_fds, double ms[2])
 	assert_int_equal(count_dir("fd", pid), base_fds + 1);
 
 	t0 = now_ms();
-	if (hp_inject_unload(pid, &err))
+	if (hp_inject_unload(pid, by_other ? NULL : &fns, &err))
 		fail_msg("unload: %s", err.msg);
 	ms[1] = now_ms() - t0;
 	char c;
@@ -203,7 +207,7 @@ static void test_load_unload_cycles(void **state)
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid)
 			fail_msg("target ended with status %#x before cycle %d", st, i);
-		cycle(pid, base_fds, ms);
+		cycle(pid, base_fds, ms, i % 2);
 		for (int k = 0; k < 2; k++) {
 			sum[k] += ms[k];
 			max[k] = ms[k] > max[k] ? ms[k] : max[k];
@@ -228,7 +232,7 @@ static void test_spinning_thread(void **state)
 	int base_fds = count_dir("fd", pid);
 	for (int i = 0; i < 3; i++) {
 		double ms[2];
-		cycle(pid, base_fds, ms);
+		cycle(pid, base_fds, ms, 0);
 	}
 	kill(pid, SIGUSR1);
 	close(cmd);
@@ -250,7 +254,7 @@ static void test_named_like_collector(void **state)
 	fclose(f);
 	assert_string_equal(comm, HP_COLLECTOR_NAME "\n");
 	double ms[2];
-	cycle(pid, count_dir("fd", pid), ms);
+	cycle(pid, count_dir("fd", pid), ms, 0);
 	kill(pid, SIGUSR1);
 	close(cmd);
 	expect_exit_zero(pid);
@@ -274,10 +278,53 @@ static void test_signals_meanwhile(void **state)
 	}
 	for (int i = 0; i < 10; i++) {
 		double ms[2];
-		cycle(pid, base_fds, ms);
+		cycle(pid, base_fds, ms, i % 2);
 	}
 	kill(flood, SIGKILL);
 	waitpid(flood, NULL, 0);
+	kill(pid, SIGUSR1);
+	close(cmd);
+	expect_exit_zero(pid);
+}
+
+/* The load finds the payload's entry points in its file, at the bias the loader reports:
+ * they must be what the target's own dlsym answers. An unload given a handle that is not
+ * the payload's asks dlsym itself. */
+static void test_entry_points(void **state)
+{
+	(void)state;
+	int cmd;
+	pid_t pid = start_target("spin", &cmd);
+	struct hp_error err = {0};
+	struct hp_payload_fns fns;
+	int fd = -1;
+	if (hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err))
+		fail_msg("load: %s", err.msg);
+	read_stream_start(fd, pid);
+	struct hp_libc_fns f;
+	struct hp_thread t;
+	assert_int_equal(hp_libc_resolve(pid, &f, &err), 0);
+	assert_int_equal(hp_borrow_thread(pid, &t, &err), 0);
+	const char *names[] = {HP_START_SYMBOL, HP_RELEASE_SYMBOL, HP_STOP_SYMBOL, HP_FREE_SYMBOL,
+			       HP_COLLECTOR_SYMBOL};
+	uint64_t found[] = {fns.start, fns.release, fns.stop, fns.free, fns.collector};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		uint64_t addr = 0;
+		assert_int_equal(hp_call_dlsym(&t, &f, fns.handle, names[i], &addr, &err), 0);
+		if (addr != found[i])
+			fail_msg("%s: dlsym %#llx, the load %#llx", names[i],
+				 (unsigned long long)addr, (unsigned long long)found[i]);
+	}
+	assert_int_equal(hp_thread_release(&t, &err), 0);
+	struct hp_payload_fns other = fns;
+	other.handle ^= 0x40;
+	other.stop = other.release = other.free = other.collector = 1;
+	if (hp_inject_unload(pid, &other, &err))
+		fail_msg("unload: %s", err.msg);
+	char c;
+	assert_int_equal(read(fd, &c, 1), 0);
+	close(fd);
+	assert_int_equal(hp_payload_mapped(pid), 0);
 	kill(pid, SIGUSR1);
 	close(cmd);
 	expect_exit_zero(pid);
@@ -291,13 +338,14 @@ static void test_no_such_process(void **state)
 		_exit(0);
 	waitpid(pid, NULL, 0);
 	struct hp_error err = {0};
+	struct hp_payload_fns fns;
 	int fd = 7;
-	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &err), -1);
+	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err), -1);
 	assert_int_equal(fd, -1);
 	assert_true(err.set);
 	assert_non_null(strstr(err.msg, "does not exist"));
 	struct hp_error err2 = {0};
-	assert_int_equal(hp_inject_unload(pid, &err2), -1);
+	assert_int_equal(hp_inject_unload(pid, NULL, &err2), -1);
 	assert_non_null(strstr(err2.msg, "does not exist"));
 	assert_int_equal(hp_payload_mapped(pid), -1);
 }
@@ -319,8 +367,9 @@ static void test_already_traced(void **state)
 	wait_libc(pid, "sleep");
 
 	struct hp_error err = {0};
+	struct hp_payload_fns fns;
 	int fd = 7;
-	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &err), -1);
+	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err), -1);
 	assert_int_equal(fd, -1);
 	printf("# already traced: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "already traced"));
@@ -337,7 +386,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_load_unload_cycles),	 cmocka_unit_test(test_spinning_thread),
 	    cmocka_unit_test(test_named_like_collector), cmocka_unit_test(test_signals_meanwhile),
-	    cmocka_unit_test(test_no_such_process),	 cmocka_unit_test(test_already_traced),
+	    cmocka_unit_test(test_entry_points),	 cmocka_unit_test(test_no_such_process),
+	    cmocka_unit_test(test_already_traced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
