@@ -170,21 +170,42 @@ static int page_prot(const struct dl_phdr_info *info, uintptr_t addr, uintptr_t 
 	return prot;
 }
 
-int got_write(const struct dl_phdr_info *info, void **slot, void *value)
+/* Writes slots[i..j) of one page, whose protection is prot: made writable once for all. */
+static int write_page(void **const *slots, void *const *values, const int *ix, int i, int j,
+		      int prot, uintptr_t pg)
+{
+	void *page = (void *)((uintptr_t)slots[ix[i]] & ~(pg - 1));
+	if (!(prot & PROT_WRITE) && mprotect(page, pg, prot | PROT_WRITE) < 0)
+		return 0;
+	for (int k = i; k < j; k++)
+		__atomic_store_n(slots[ix[k]], values[ix[k]], __ATOMIC_RELEASE);
+	if (!(prot & PROT_WRITE))
+		mprotect(page, pg, prot);
+	return j - i;
+}
+
+int got_write_all(const struct dl_phdr_info *info, void **const *slots, void *const *values, int n)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t addr = (uintptr_t)slot;
-	int prot = page_prot(info, addr, pg);
-	if (prot < 0)
-		return -EFAULT;
-	if (prot & PROT_WRITE) {
-		__atomic_store_n(slot, value, __ATOMIC_RELEASE);
-		return 0;
+	int ix[GOT_WRITE_MAX];
+	if (n > GOT_WRITE_MAX)
+		n = GOT_WRITE_MAX;
+	/* In address order, so that the slots of a page are together (insertion sort: a
+	 * module's slots come mostly in order already). */
+	for (int i = 0; i < n; i++) {
+		int k = i;
+		for (; k > 0 && slots[ix[k - 1]] > slots[i]; k--)
+			ix[k] = ix[k - 1];
+		ix[k] = i;
 	}
-	void *page = (void *)(addr & ~(pg - 1));
-	if (mprotect(page, pg, prot | PROT_WRITE) < 0)
-		return -errno;
-	__atomic_store_n(slot, value, __ATOMIC_RELEASE);
-	mprotect(page, pg, prot);
-	return 0;
+	int written = 0;
+	for (int i = 0, j; i < n; i = j) {
+		uintptr_t page = (uintptr_t)slots[ix[i]] & ~(pg - 1);
+		for (j = i + 1; j < n && ((uintptr_t)slots[ix[j]] & ~(pg - 1)) == page; j++)
+			;
+		int prot = page_prot(info, (uintptr_t)slots[ix[i]], pg);
+		if (prot >= 0)
+			written += write_page(slots, values, ix, i, j, prot, pg);
+	}
+	return written;
 }

@@ -1003,7 +1003,25 @@ struct walk {
 	void **data_slots[MAX_DATA_SLOTS];
 	unsigned char called[MAX_DATA_SLOTS];
 	int ndata;
+	/* The module's slots to write and what, written together (got_write_all). */
+	void **slots[GOT_WRITE_MAX];
+	void *values[GOT_WRITE_MAX];
+	int npending;
 };
+
+static void flush_writes(struct walk *w)
+{
+	w->written += got_write_all(w->info, w->slots, w->values, w->npending);
+	w->npending = 0;
+}
+
+static void write_slot(struct walk *w, void **slot, void *value)
+{
+	if (w->npending == GOT_WRITE_MAX)
+		flush_writes(w);
+	w->slots[w->npending] = slot;
+	w->values[w->npending++] = value;
+}
 
 static struct hook *find_hook(const char *name)
 {
@@ -1075,9 +1093,8 @@ static void slot_cb(const struct got_slot *s, void *arg)
 	int i = (int)(h - hooks);
 	void *stub = stub_of(i);
 	if (w->restore) {
-		if ((cur == h->hook || (stub && cur == stub)) &&
-		    got_write(w->info, s->slot, real) == 0)
-			w->written++;
+		if (cur == h->hook || (stub && cur == stub))
+			write_slot(w, s->slot, real);
 		return;
 	}
 	void *to = h->hook;
@@ -1095,8 +1112,7 @@ static void slot_cb(const struct got_slot *s, void *arg)
 	} else if (cur != real && !is_lazy_stub(w, (uintptr_t)cur)) {
 		return;
 	}
-	if (got_write(w->info, s->slot, to) == 0)
-		w->written++;
+	write_slot(w, s->slot, to);
 }
 
 static int skip_module(const struct dl_phdr_info *info)
@@ -1132,6 +1148,7 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
 			got_called_through(info, w->data_slots, w->ndata, w->called);
 	}
 	got_walk(info, slot_cb, w);
+	flush_writes(w);
 	return 0;
 }
 

@@ -73,9 +73,15 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	memset(f->hits, 0, sizeof f->hits);
 	if (got_walk(info, slot_cb, f) < 0)
 		return 1;
+	void **slots[S_N], *values[S_N];
+	int n = 0;
 	for (int i = 0; i < S_N; i++)
-		if (f->value[i] && f->slot[i] && got_write(info, f->slot[i], f->value[i]) < 0)
-			f->write_rc = -1;
+		if (f->value[i] && f->slot[i]) {
+			slots[n] = f->slot[i];
+			values[n++] = f->value[i];
+		}
+	if (got_write_all(info, slots, values, n) != n)
+		f->write_rc = -1;
 	return 1;
 }
 
