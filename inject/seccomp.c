@@ -86,8 +86,7 @@ static const struct need needs[] = {
     {"pipe2", SYS_pipe2, {0, O_CLOEXEC}, 0, 0},
     {"write", SYS_write, {0}, 0, 0},
     {"mprotect (rw-)", SYS_mprotect, {0, 0, PROT_READ | PROT_WRITE}, 0, 0},
-    {"fcntl (F_GETFL)", SYS_fcntl, {0, F_GETFL}, 0, 0},
-    {"fcntl (F_SETFL)", SYS_fcntl, {0, F_SETFL, O_WRONLY | O_NONBLOCK}, 0, 0},
+    {"fcntl (F_SETFL)", SYS_fcntl, {0, F_SETFL, O_NONBLOCK}, 0, 0},
     {"readlink", SYS_readlink, {0}, 0, 0},
     /* heapprof_stop's buffers and dlclose of the payload. */
     {"munmap", SYS_munmap, {0}, 0, 0},

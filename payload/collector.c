@@ -721,7 +721,8 @@ int hp_collector_start(int wfd, uint64_t start_mono_ns, void (*free_all)(void))
 	c.start_ns = start_mono_ns;
 	if (buf_first(&c.sb) < 0 || buf_first(&c.mb) < 0 || buf_first(&c.mb_spare) < 0)
 		return -ENOMEM;
-	fcntl(wfd, F_SETFL, fcntl(wfd, F_GETFL) | O_NONBLOCK);
+	/* A pipe made by heapprof_start has no other status flag to keep. */
+	fcntl(wfd, F_SETFL, O_NONBLOCK);
 	atomic_store(&c.stop, 0);
 	atomic_store(&c.wake, 0);
 	c.stop_by = 0;

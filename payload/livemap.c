@@ -121,12 +121,12 @@ static void dm_fini(void)
 
 _Atomic uint8_t *hp_live_filter;
 
-int hp_live_init(int filtered)
+int hp_live_init(int filtered, int reserve_free)
 {
 	shards = hp_map(SHARDS * sizeof *shards);
 	atomic_store(&hp_live_spilled, 0);
 	/* Sampled blocks are sparse: a page of words for each would cost more than the table. */
-	if (!hp_dm_dir && !filtered && hp_reserve_is_free())
+	if (!hp_dm_dir && !filtered && reserve_free)
 		hp_dm_dir = hp_reserve(DM_CHUNKS * sizeof *hp_dm_dir);
 	if (filtered)
 		hp_live_filter = hp_map(HP_LIVE_FILTER_SLOTS);

@@ -41,8 +41,9 @@ struct hp_live_val {
 
 #include "directmap.h"
 
-/* filtered: every insert from now on is a sampled block (see above). */
-int hp_live_init(int filtered);
+/* filtered: every insert from now on is a sampled block (see above); reserve_free:
+ * hp_reserve_is_free(), asked once by the caller. */
+int hp_live_init(int filtered, int reserve_free);
 void hp_live_fini(void);
 /* 0 = inserted; 1 = addr was already there (its old value in *old, now replaced);
  * -1 = out of memory. The common case inline (directmap.h), the rest in

@@ -146,8 +146,10 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 		po->parent = 1;
 		hp.po = po;
 	}
-	if (hp_threads_init() < 0 ||
-	    hp_live_init(args->mode == HP_MODE_FULL && args->sample_rate > 0) < 0 ||
+	/* Asked once: each asking is four syscalls, each two stops of the held thread. */
+	int reserve_free = hp_reserve_is_free();
+	if (hp_threads_init(reserve_free) < 0 ||
+	    hp_live_init(args->mode == HP_MODE_FULL && args->sample_rate > 0, reserve_free) < 0 ||
 	    hp_stacks_init(hp.max_memory) < 0)
 		return -ENOMEM;
 	/* From here on this (borrowed) thread's own allocations are the payload's. */

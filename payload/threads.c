@@ -140,11 +140,11 @@ static int membarrier_works(void)
 	return prctl(PR_GET_SECCOMP) == 0 || membarrier_global() == 0;
 }
 
-int hp_threads_init(void)
+int hp_threads_init(int reserve_free)
 {
 	hp_threads = hp_map(THREADS_CAP * sizeof *hp_threads);
 	hp_threads_fenced = membarrier_works();
-	dense_allowed = hp_threads_fenced && hp.args.mode == HP_MODE_FULL && hp_reserve_is_free();
+	dense_allowed = hp_threads_fenced && hp.args.mode == HP_MODE_FULL && reserve_free;
 	return hp_threads ? 0 : -1;
 }
 

@@ -166,7 +166,8 @@ static inline struct hp_site_ctr *hp_thread_dense(const struct hp_thread *t, uns
 	return &d[a * HP_DENSE_SLOTS + (key >> 32)];
 }
 
-int hp_threads_init(void);
+/* reserve_free: hp_reserve_is_free(), asked once by the caller. */
+int hp_threads_init(int reserve_free);
 void hp_threads_fini(void);
 
 #define HP_THREADS_BITS 14

@@ -120,7 +120,7 @@ static int setup(void **state)
 	memset(&hp, 0, sizeof hp);
 	hp.args.mode = HP_MODE_FULL;
 	hp.max_memory = 1ull << 30;
-	return hp_threads_init();
+	return hp_threads_init(hp_reserve_is_free());
 }
 
 static int teardown(void **state)
