@@ -24,6 +24,8 @@
 #define XSTATE_MAX (64 * 1024)
 #define ERESTARTNOHAND_CODE 514
 #define SPIN_NS 100000u /* hp_wait_thread */
+/* The longest sleep between two looks: what it may add to a call that runs long. */
+#define MAX_DELAY_NS 320000
 
 static uint64_t longest_stop_ns; /* hp_inject_longest_stop_ns */
 
@@ -57,11 +59,11 @@ static uint64_t mono_ns(void)
 }
 
 /* Polled, not signal driven: the callers block SIGCHLD for their own use. For the first
- * SPIN_NS it yields instead of sleeping: a call's every syscall makes two stops, and a
- * sleep of 10 us lasts 100 us on a virtual machine, so a dlclose that unmaps the tables of
- * 1000 threads held its thread 3.1 s rather than 1.4 s. The sleep then grows from 10 us,
- * so a long wait costs little. */
-int hp_wait_thread(pid_t tid, int *status, uint64_t timeout_ms)
+ * SPIN_NS it yields instead of sleeping: a sleep of 10 us lasts 100 us on a virtual
+ * machine, and most stops and calls come sooner (when a call's every syscall made two
+ * stops, a dlclose that unmapped the tables of 1000 threads held its thread 3.1 s rather
+ * than 1.4 s). The sleep then grows from 10 us, so a long wait costs little. */
+int hp_wait_thread_or(pid_t tid, int *status, uint64_t timeout_ms, int (*ready)(void *), void *arg)
 {
 	uint64_t start = mono_ns(), deadline = start + timeout_ms * 1000000u;
 	long delay_ns = 10000;
@@ -71,6 +73,8 @@ int hp_wait_thread(pid_t tid, int *status, uint64_t timeout_ms)
 			return 0;
 		if (r < 0 && errno != EINTR)
 			return -errno;
+		if (ready && ready(arg))
+			return 1;
 		uint64_t now = mono_ns();
 		if (now >= deadline)
 			return -ETIMEDOUT;
@@ -80,9 +84,14 @@ int hp_wait_thread(pid_t tid, int *status, uint64_t timeout_ms)
 		}
 		struct timespec d = {0, delay_ns};
 		nanosleep(&d, NULL);
-		if (delay_ns < 1000000)
+		if (delay_ns < MAX_DELAY_NS)
 			delay_ns *= 2;
 	}
+}
+
+int hp_wait_thread(pid_t tid, int *status, uint64_t timeout_ms)
+{
+	return hp_wait_thread_or(tid, status, timeout_ms, NULL, NULL);
 }
 
 /* These syscalls fail with EINTR when their thread is merely stopped and resumed (see

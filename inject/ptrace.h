@@ -61,6 +61,9 @@ void hp_ptrace_explain(pid_t pid, pid_t tid, int code, struct hp_error *err);
 /* Waits up to timeout_ms for a ptrace stop or the end of thread tid: 0 and *status,
  * -ETIMEDOUT, or -errno. */
 int hp_wait_thread(pid_t tid, int *status, uint64_t timeout_ms);
+/* The same, and 1 as soon as ready(arg) returns nonzero, looked at between two looks for
+ * a stop. */
+int hp_wait_thread_or(pid_t tid, int *status, uint64_t timeout_ms, int (*ready)(void *), void *arg);
 
 /* 1 if /proc/PID still names a live process. */
 int hp_process_alive(pid_t pid);

@@ -196,9 +196,15 @@ static int prepare(struct hp_thread *t, uint64_t fn, const uint64_t *args, size_
 	r.rsp = sp;
 	r.rbx = t->frame;
 	r.rax = 0;		   /* no vector registers used by a variadic callee */
-	r.orig_rax = (uint64_t)-1; /* at the trampoline's stop: skip its syscall */
+	r.orig_rax = (uint64_t)-1; /* stopped in a syscall: do not restart it */
 	r.eflags &= ~(uint64_t)EFLAGS_DF;
-	uint64_t mask = call_sigmask();
+	uint64_t mask = call_sigmask(), arm[HP_TRAMP_ARM_WORDS];
+	hp_tramp_arm(arm);
+	if (pwrite(t->mem_fd, arm, sizeof arm, (off_t)hp_tramp_done_at(t->frame)) != sizeof arm) {
+		hp_error_set(err, "could not write to process %d's stack for %s (%s)", (int)t->pid,
+			     what, strerror(errno));
+		return -1;
+	}
 	t->modified = 1;
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0 ||
 	    ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0) {
@@ -234,30 +240,94 @@ static void abandon(struct hp_thread *t, const char *what, uint64_t ms, struct h
 		     what, (unsigned long long)(ms / 1000), (int)t->tid, (int)t->pid, (int)t->pid);
 }
 
+/* 1 once the call has returned into the trampoline (tramp.h). */
+static int call_done(void *arg)
+{
+	const struct hp_thread *t = arg;
+	uint64_t done = 0;
+	return pread(t->mem_fd, &done, sizeof done, (off_t)hp_tramp_done_at(t->frame)) ==
+		   sizeof done &&
+	       done == 1;
+}
+
+/* At a stop after the call returned: its result, if the thread is still in the trampoline.
+ * Outside it, the thread waited out HP_TRAMP_WAIT_S and went back to its work, restored:
+ * then it must not be touched again. */
+static int take_result(struct hp_thread *t, const char *what, uint64_t *ret, struct hp_error *err)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0) {
+		hp_error_set(err, "could not read thread %d after %s (%s)", (int)t->tid, what,
+			     strerror(errno));
+		return -1;
+	}
+	if (regs.rip < t->tramp || regs.rip >= t->tramp + hp_tramp_len()) {
+		t->modified = 0;
+		t->abandoned = 1;
+		hp_error_set(
+		    err,
+		    "heapprof was not scheduled for %d s after %s returned in thread %d of "
+		    "process %d, which went back to its work by itself; run heapprof-detach "
+		    "%d to remove what heapprof may have left",
+		    HP_TRAMP_WAIT_S, what, (int)t->tid, (int)t->pid, (int)t->pid);
+		return -1;
+	}
+	if (pread(t->mem_fd, ret, sizeof *ret, (off_t)hp_tramp_result_at(t->frame)) !=
+	    sizeof *ret) {
+		hp_error_set(err, "could not read the result of %s in process %d (%s)", what,
+			     (int)t->pid, strerror(errno));
+		return -1;
+	}
+	hp_fault_point("HEAPPROF_TEST_KILL_AFTER", what);
+	return 0;
+}
+
+/* The call runs under PTRACE_CONT: its own syscalls make no stop (under PTRACE_SYSCALL each
+ * made two, and on a busy host each stop waited milliseconds for a CPU). Its return is seen
+ * in the frame's done word, and the thread then interrupted where it waits for us. */
 int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uint64_t *args,
 		   size_t nargs, uint64_t *ret, struct hp_error *err)
 {
+	/* A thread left to finish a call, or gone back to its work, is no longer ours: a call
+	 * set up over it would take the stack its own call still uses, or its registers. */
+	if (t->abandoned || t->dead) {
+		hp_error_set(err, "thread %d of process %d cannot run %s: it is no longer held",
+			     (int)t->tid, (int)t->pid, what);
+		return -1;
+	}
 	if (prepare(t, fn, args, nargs, err, what))
 		return -1;
-	uint64_t stop_ip = hp_tramp_stop_ip(t->tramp);
 	uint64_t timeout = call_timeout_ms(what);
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	long sig = 0;
+	int interrupted = 0;
 	for (;;) {
-		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)sig) < 0) {
+		if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)sig) < 0) {
 			hp_error_set(err, "could not run %s in thread %d (%s)", what, (int)t->tid,
 				     strerror(errno));
 			return -1;
 		}
 		sig = 0;
 		hp_fault_point("HEAPPROF_TEST_KILL_IN", what);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000 +
-				 (uint64_t)((now.tv_nsec - t0.tv_nsec) / 1000000);
-		int st;
-		int w =
-		    spent >= timeout ? -ETIMEDOUT : hp_wait_thread(t->tid, &st, timeout - spent);
+		hp_stall_point("HEAPPROF_TEST_STALL_IN", what, HP_TRAMP_WAIT_S * 1000 + 500);
+		int st, w;
+		do {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000 +
+					 (uint64_t)((now.tv_nsec - t0.tv_nsec) / 1000000);
+			w = spent >= timeout ? -ETIMEDOUT
+					     : hp_wait_thread_or(t->tid, &st, timeout - spent,
+								 interrupted ? NULL : call_done, t);
+			if (w == 1) {
+				if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) < 0) {
+					hp_error_set(err, "could not stop thread %d after %s (%s)",
+						     (int)t->tid, what, strerror(errno));
+					return -1;
+				}
+				interrupted = 1;
+			}
+		} while (w == 1);
 		if (w == -ETIMEDOUT) {
 			abandon(t, what, timeout, err);
 			return -1;
@@ -269,21 +339,11 @@ int hp_remote_call(struct hp_thread *t, const char *what, uint64_t fn, const uin
 			return -1;
 		}
 		int s = WSTOPSIG(st);
-		if (s == (SIGTRAP | 0x80)) {
-			struct user_regs_struct regs;
-			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0) {
-				hp_error_set(err, "could not read thread %d after %s (%s)",
-					     (int)t->tid, what, strerror(errno));
-				return -1;
-			}
-			if (regs.rip == stop_ip && regs.orig_rax == SYS_rt_sigprocmask) {
-				*ret = regs.r12;
-				hp_fault_point("HEAPPROF_TEST_KILL_AFTER", what);
-				return 0;
-			}
-			continue; /* a syscall of the callee */
-		}
-		/* Event stops (a group-stop) do not concern our call. */
+		/* Our interrupt, or a group-stop that stands for it (the kernel reports a
+		 * PTRACE_INTERRUPT during a group-stop with the stop's signal). */
+		if (st >> 16 == PTRACE_EVENT_STOP && interrupted)
+			return take_result(t, what, ret, err);
+		/* A group-stop before the call returned does not concern it. */
 		if (st >> 16)
 			continue;
 		siginfo_t si;

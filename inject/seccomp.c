@@ -51,9 +51,9 @@ struct need {
  * pthread_create; clock_gettime is left out because it runs in the vDSO, which seccomp
  * does not see. */
 static const struct need needs[] = {
-    /* The injector: the trampoline's syscall (skipped, or run by the thread itself if
-     * heapprof died), the payload's memfd. */
-    {"syscall -1 (a syscall heapprof skips)", -1, {0}, ERRNO_ANY, 0},
+    /* The injector: the trampoline's wait for it and the mask the trampoline restores if
+     * heapprof died, the payload's memfd. */
+    {"select (the trampoline's wait)", SYS_select, {0}, 0, 0},
     {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, 0, 0},
     {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC}, 0, 0},
     {"close", SYS_close, {0}, 0, 0},

@@ -9,7 +9,8 @@
 #define ERESTART_RESTARTBLOCK 516
 
 /* The frame, in qwords: first what iretq pops (rip, cs, rflags, rsp, ss), then the general
- * registers in the order the code below reads them, the signal mask, and at byte
+ * registers in the order the code below reads them, the signal mask, the call's result and
+ * the word that says it returned, the wait's timeout (a struct timespec), and at byte
  * F_XSAVE the XSAVE area. Macros, not an enum: the assembly below uses them. */
 #define F_RIP 0
 #define F_CS 1
@@ -32,9 +33,21 @@
 #define F_R14 18
 #define F_R15 19
 #define F_MASK 20
-#define F_QWORDS 21
-#define F_XSAVE 192 /* the first 64-byte boundary after the qwords */
+#define F_RESULT 21
+#define F_DONE 22
+#define F_TIMEOUT 23 /* and 24: a struct timeval */
+#define F_QWORDS 25
+#define F_XSAVE 256 /* the first 64-byte boundary after the qwords */
 _Static_assert(F_QWORDS * 8 <= F_XSAVE, "frame qwords overlap the XSAVE area");
+
+/* How many times the wait is made again when it returns before its timeout: never, as
+ * nothing wakes it and every signal is blocked, but a bound keeps an unforeseen answer
+ * from keeping the thread here. The wait is a select() of no fds: a timed futex or
+ * nanosleep interrupted by our PTRACE_INTERRUPT leaves the thread's restart block set for
+ * itself, and the syscall the thread was found in, if it is restarted through
+ * restart_syscall, would then wait out the futex instead (an inject-target nanosleep
+ * failed with ETIMEDOUT). select is restarted by rewinding, with no restart block. */
+#define WAIT_TRIES 8
 
 #define S_(x) #x
 #define S(x) S_(x)
@@ -48,15 +61,28 @@ __asm__(".section .rodata.hp_tramp,\"a\"\n"
 	"hp_tramp_code:\n"
 	".ascii \"" HP_TRAMP_MAGIC "\\0\"\n"
 	/* HP_TRAMP_RET_OFF: where calls return, rbx at the frame. */
-	"mov %rax, %r12\n"
+	"mov %rax, " FRAME(F_RESULT) "\n"
+	"movq $1, " FRAME(F_DONE) "\n"
+	"mov $" S(WAIT_TRIES) ", %r13d\n"
+	"1:\n"
+	"mov $" S(SYS_select) ", %eax\n"
+	"xor %edi, %edi\n"
+	"xor %esi, %esi\n"
+	"xor %edx, %edx\n"
+	"xor %r10d, %r10d\n"
+	"lea " FRAME(F_TIMEOUT) ", %r8\n"
+	"syscall\n"
+	"test %rax, %rax\n"
+	"jz 2f\n"
+	"dec %r13d\n"
+	"jnz 1b\n"
+	"2:\n"
 	"mov $" S(SYS_rt_sigprocmask) ", %eax\n"
 	"mov $2, %edi\n" /* SIG_SETMASK */
 	"lea " FRAME(F_MASK) ", %rsi\n"
 	"xor %edx, %edx\n"
 	"mov $8, %r10d\n"
 	"syscall\n"
-	".globl hp_tramp_stop\n.hidden hp_tramp_stop\n"
-	"hp_tramp_stop:\n"
 	"mov %rbx, %rsp\n"
 	"mov $-1, %eax\n"
 	"mov $-1, %edx\n"
@@ -82,7 +108,7 @@ __asm__(".section .rodata.hp_tramp,\"a\"\n"
 	".previous\n");
 /* clang-format on */
 
-extern const unsigned char hp_tramp_code[], hp_tramp_stop[], hp_tramp_code_end[];
+extern const unsigned char hp_tramp_code[], hp_tramp_code_end[];
 
 const unsigned char *hp_tramp_image(void)
 {
@@ -99,9 +125,22 @@ uint64_t hp_tramp_ret(uint64_t base)
 	return base + HP_TRAMP_RET_OFF;
 }
 
-uint64_t hp_tramp_stop_ip(uint64_t base)
+uint64_t hp_tramp_done_at(uint64_t frame)
 {
-	return base + ((uintptr_t)hp_tramp_stop - (uintptr_t)hp_tramp_code);
+	return frame + 8 * F_DONE;
+}
+
+void hp_tramp_arm(uint64_t w[HP_TRAMP_ARM_WORDS])
+{
+	_Static_assert(F_TIMEOUT == F_DONE + 1 && HP_TRAMP_ARM_WORDS == 3, "done, then timeout");
+	w[0] = 0;
+	w[1] = HP_TRAMP_WAIT_S;
+	w[2] = 0;
+}
+
+uint64_t hp_tramp_result_at(uint64_t frame)
+{
+	return frame + 8 * F_RESULT;
 }
 
 size_t hp_tramp_frame_len(size_t xstate_len)

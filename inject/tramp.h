@@ -7,15 +7,20 @@
  * (hp_tramp_frame_build) that the injector wrote once on the thread's own stack, below the
  * red zone and above everything the calls use: the thread's state as found (registers
  * to resume with, an interrupted restartable syscall already rewound so that it is issued
- * again; signal mask; XSAVE area). The trampoline's first instruction after the magic is
- * an rt_sigprocmask syscall: a live tracer (running the thread with PTRACE_SYSCALL) takes
- * the syscall-entry stop at hp_tramp_stop_ip() as "the call returned" (result in r12) and
- * goes on steering the thread; if the tracer died, the kernel has detached the thread and
- * the code restores the mask, the extended state and every register from the frame, and
+ * again; signal mask; XSAVE area). The trampoline stores the call's result and sets the
+ * frame's done word (hp_tramp_result_at, hp_tramp_done_at), then waits HP_TRAMP_WAIT_S in
+ * a select() of no fds, whose timeout the tracer writes before each call with the done
+ * word cleared (hp_tramp_arm). The tracer runs the call with PTRACE_CONT, so the
+ * callee's own syscalls stop nothing; it reads the done word through /proc/PID/mem and
+ * interrupts the thread in the wait (PTRACE_INTERRUPT), and from there goes on steering
+ * it. If the tracer died, the kernel has detached the thread: the wait times out, and the
+ * code restores the mask, the extended state and every register from the frame, and
  * returns to where the thread was interrupted with iretq (which sets rsp and rip at once,
- * so no register and no byte below the thread's stack pointer is touched). State is per
- * thread and the code is shared, so a call still finishing on its own after its tracer
- * gave up is safe as long as the code stays.
+ * so no register and no byte below the thread's stack pointer is touched). A tracer that
+ * was not scheduled for the whole wait finds the thread outside the trampoline: it went
+ * back to its work as found, and must not be touched. State is per thread and the code is
+ * shared, so a call still finishing on its own after its tracer gave up is safe as long as
+ * the code stays.
  */
 #ifndef HEAPPROF_INJECT_TRAMP_H
 #define HEAPPROF_INJECT_TRAMP_H
@@ -24,17 +29,27 @@
 #include <stdint.h>
 #include <sys/user.h>
 
-#define HP_TRAMP_MAGIC "HEAPPROF-TRAMP2"
+#define HP_TRAMP_MAGIC "HEAPPROF-TRAMP3"
 #define HP_TRAMP_RET_OFF 16 /* where calls return: after the magic and its NUL */
 
 /* The code to write into the target: hp_tramp_len() bytes, starting with the magic. */
 const unsigned char *hp_tramp_image(void);
 size_t hp_tramp_len(void);
 
-/* The address calls return to / of the trampoline's syscall-entry stop, for a trampoline
- * written at base. */
+/* How long a call's thread waits in the trampoline for its tracer once the call returned:
+ * what a tracer that died costs the thread, and how long a live one may go unscheduled. */
+#define HP_TRAMP_WAIT_S 1
+
+/* The address calls return to, for a trampoline written at base. */
 uint64_t hp_tramp_ret(uint64_t base);
-uint64_t hp_tramp_stop_ip(uint64_t base);
+/* Where, in a frame at frame, the call's result is, and the word that the trampoline sets
+ * to 1 when the call returned. */
+uint64_t hp_tramp_result_at(uint64_t frame);
+uint64_t hp_tramp_done_at(uint64_t frame);
+/* The words to write at hp_tramp_done_at before each call: done cleared and the wait's
+ * timeout, which a wait interrupted by the tracer leaves shortened. */
+#define HP_TRAMP_ARM_WORDS 3
+void hp_tramp_arm(uint64_t w[HP_TRAMP_ARM_WORDS]);
 
 /* The size of the frame for an XSAVE area of xstate_len bytes; the frame must start on a
  * 64-byte boundary (xrstor's). */

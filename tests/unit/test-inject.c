@@ -330,6 +330,36 @@ static void test_entry_points(void **state)
 	expect_exit_zero(pid);
 }
 
+/* An injector that is not scheduled for the trampoline's whole wait finds the thread back at
+ * its work, restored by the trampoline: the load fails and says so, touches the thread no
+ * more, and what it left (a started payload, the trampoline) is unloaded afterwards. */
+static void test_tracer_stalled(void **state)
+{
+	(void)state;
+	int cmd;
+	pid_t pid = start_target(NULL, &cmd);
+	int base_fds = count_dir("fd", pid);
+	struct hp_error err = {0};
+	struct hp_payload_fns fns;
+	int fd = -1;
+	setenv("HEAPPROF_TEST_STALL_IN", HP_RELEASE_SYMBOL, 1);
+	int r = hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err);
+	unsetenv("HEAPPROF_TEST_STALL_IN");
+	assert_int_equal(r, -1);
+	printf("# stalled: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "was not scheduled"));
+	assert_int_equal(hp_payload_mapped(pid), 1);
+	assert_int_equal(write(cmd, "a", 1), 1);
+	if (hp_inject_unload(pid, NULL, &err))
+		fail_msg("unload: %s", err.msg);
+	assert_int_equal(hp_payload_mapped(pid), 0);
+	assert_int_equal(hp_inject_leftovers(pid), 0);
+	assert_int_equal(count_dir("fd", pid), base_fds);
+	assert_int_equal(write(cmd, ".", 1), 1);
+	close(cmd);
+	expect_exit_zero(pid);
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -386,8 +416,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_load_unload_cycles),	 cmocka_unit_test(test_spinning_thread),
 	    cmocka_unit_test(test_named_like_collector), cmocka_unit_test(test_signals_meanwhile),
-	    cmocka_unit_test(test_entry_points),	 cmocka_unit_test(test_no_such_process),
-	    cmocka_unit_test(test_already_traced),
+	    cmocka_unit_test(test_entry_points),	 cmocka_unit_test(test_tracer_stalled),
+	    cmocka_unit_test(test_no_such_process),	 cmocka_unit_test(test_already_traced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
