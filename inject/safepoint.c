@@ -181,7 +181,7 @@ static int thread_safe(struct hp_thread *t, const struct ranges *r, csh cs, stru
 	if ((int64_t)t->regs.orig_rax >= 0 && !at_syscall_insn(t, cs))
 		return 0;
 	struct check c = {r, 0, 0};
-	if (hp_unwind(u, t->tid, 1, check_frame, &c) < 1)
+	if (hp_unwind(u, t->tid, t->mem_fd, 1, check_frame, &c) < 1)
 		return 0;
 	*in_payload |= c.in_payload;
 	return !c.unsafe;

@@ -272,7 +272,7 @@ static int payload_busy(pid_t pid, const struct leftovers *lo, pid_t skip, struc
 			break;
 		}
 		struct busy_check c = {lo, 0};
-		hp_unwind(u, t.tid, 0, frame_in_payload, &c);
+		hp_unwind(u, t.tid, t.mem_fd, 0, frame_in_payload, &c);
 		busy = c.busy;
 		if (hp_thread_release(&t, err))
 			busy = -1;

@@ -3,19 +3,74 @@
 #include <libunwind-ptrace.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define MAX_FRAMES 256
+#define PAGE 4096u
+#define CACHED_PAGES 8
+
+/* The walk's own view of the held thread's memory. libunwind-ptrace reads a word a
+ * PTRACE_PEEKDATA: 842 of them for one walk of redis-server's main thread, mostly its
+ * search of the unwind tables. Here a read fills a whole page through /proc/PID/mem, and
+ * the walk keeps its last few: the thread is stopped, and what is read (its stack, unwind
+ * tables) no other thread writes. */
+struct walk {
+	int mem_fd;
+	unsigned next; /* the page to replace next */
+	uint64_t at[CACHED_PAGES];
+	unsigned char page[CACHED_PAGES][PAGE];
+};
 
 struct hp_unwinder {
 	unw_addr_space_t as;
+	struct walk w;
 };
+
+static int cached_read(struct walk *w, unw_word_t addr, unw_word_t *val)
+{
+	uint64_t base = addr & ~(uint64_t)(PAGE - 1);
+	unsigned off = (unsigned)(addr - base);
+	if (off > PAGE - sizeof *val)
+		return pread(w->mem_fd, val, sizeof *val, (off_t)addr) == sizeof *val ? 0 : -1;
+	unsigned i = 0;
+	while (i < CACHED_PAGES && w->at[i] != base + 1)
+		i++;
+	if (i == CACHED_PAGES) {
+		i = w->next;
+		w->at[i] = 0;
+		if (pread(w->mem_fd, w->page[i], PAGE, (off_t)base) != PAGE)
+			return -1;
+		w->at[i] = base + 1; /* 0 is never a page read */
+		w->next = (i + 1) % CACHED_PAGES;
+	}
+	memcpy(val, w->page[i] + off, sizeof *val);
+	return 0;
+}
+
+/* The walk in progress: libunwind hands the accessors the argument of unw_init_remote
+ * (libunwind-ptrace's own, which its functions pass on to each other), so the cache is
+ * found here. The injector walks one thread at a time. */
+static struct walk *current;
+
+/* libunwind-ptrace's accessors, memory read as above where a page can be read whole. */
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+{
+	if (!write && current && cached_read(current, addr, val) == 0)
+		return 0;
+	return _UPT_access_mem(as, addr, val, write, arg);
+}
+
+static unw_accessors_t accessors;
 
 struct hp_unwinder *hp_unwinder_new(void)
 {
 	struct hp_unwinder *u = malloc(sizeof *u);
 	if (!u)
 		return NULL;
-	u->as = unw_create_addr_space(&_UPT_accessors, 0);
+	accessors = _UPT_accessors;
+	accessors.access_mem = access_mem;
+	u->as = unw_create_addr_space(&accessors, 0);
 	if (!u->as) {
 		free(u);
 		return NULL;
@@ -35,11 +90,17 @@ void hp_unwinder_free(struct hp_unwinder *u)
 	free(u);
 }
 
-int hp_unwind(struct hp_unwinder *u, pid_t tid, int want_names, hp_frame_fn fn, void *ctx)
+int hp_unwind(struct hp_unwinder *u, pid_t tid, int mem_fd, int want_names, hp_frame_fn fn,
+	      void *ctx)
 {
 	void *upt = _UPT_create(tid);
 	if (!upt)
 		return -1;
+	struct walk *w = &u->w;
+	w->mem_fd = mem_fd;
+	w->next = 0;
+	memset(w->at, 0, sizeof w->at);
+	current = w;
 	unw_cursor_t c;
 	int n = -1;
 	if (unw_init_remote(&c, u->as, upt) == 0) {
@@ -58,6 +119,7 @@ int hp_unwind(struct hp_unwinder *u, pid_t tid, int want_names, hp_frame_fn fn, 
 				break;
 		} while (n < MAX_FRAMES && unw_step(&c) > 0);
 	}
+	current = NULL;
 	_UPT_destroy(upt);
 	return n;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "inject/libcfn.h"
 #include "inject/maps.h"
 #include "inject/safepoint.h"
+#include "inject/unwind.h"
 
 #define TARGET HP_BUILDDIR "/tests/unit/inject-target"
 #define TESTLIB HP_BUILDDIR "/tests/unit/inject-testlib.so"
@@ -360,6 +362,56 @@ static void test_tracer_stalled(void **state)
 	expect_exit_zero(pid);
 }
 
+struct names {
+	char seen[16][64];
+	int n;
+};
+
+static int note_name(void *ctx, uint64_t ip, const char *name)
+{
+	(void)ip;
+	struct names *w = ctx;
+	snprintf(w->seen[w->n++], sizeof w->seen[0], "%s", name ? name : "?");
+	return w->n == 16;
+}
+
+/* The injector's walk reads the held thread's memory a page at a time (inject/unwind.c):
+ * the sleeper, held in its nanosleep, must show its own frames by name. */
+static void test_walk_names(void **state)
+{
+	(void)state;
+	int cmd;
+	pid_t pid = start_target(NULL, &cmd);
+	pid_t *tids;
+	int n = hp_list_threads(pid, &tids), found = 0;
+	assert_true(n > 1);
+	struct hp_unwinder *u = hp_unwinder_new();
+	assert_non_null(u);
+	for (int tries = 0; tries < 50 && !found; tries++)
+		for (int i = 0; i < n && !found; i++) {
+			struct hp_thread t;
+			if (hp_thread_seize(pid, tids[i], &t))
+				continue;
+			struct names w = {.n = 0};
+			if (t.regs.orig_rax == SYS_clock_nanosleep ||
+			    t.regs.orig_rax == SYS_nanosleep)
+				assert_true(hp_unwind(u, t.tid, t.mem_fd, 1, note_name, &w) > 2);
+			assert_int_equal(hp_thread_release(&t, NULL), 0);
+			for (int k = 1; k < w.n; k++)
+				if (!strcmp(w.seen[k], "sleeper")) {
+					if (!strstr(w.seen[k - 1], "nanosleep"))
+						fail_msg("%s before sleeper", w.seen[k - 1]);
+					found = 1;
+				}
+		}
+	hp_unwinder_free(u);
+	free(tids);
+	assert_true(found);
+	assert_int_equal(write(cmd, ".", 1), 1);
+	close(cmd);
+	expect_exit_zero(pid);
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -417,7 +469,8 @@ int main(void)
 	    cmocka_unit_test(test_load_unload_cycles),	 cmocka_unit_test(test_spinning_thread),
 	    cmocka_unit_test(test_named_like_collector), cmocka_unit_test(test_signals_meanwhile),
 	    cmocka_unit_test(test_entry_points),	 cmocka_unit_test(test_tracer_stalled),
-	    cmocka_unit_test(test_no_such_process),	 cmocka_unit_test(test_already_traced),
+	    cmocka_unit_test(test_walk_names),		 cmocka_unit_test(test_no_such_process),
+	    cmocka_unit_test(test_already_traced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
