@@ -10,7 +10,7 @@
 
 /* The frame, in qwords: first what iretq pops (rip, cs, rflags, rsp, ss), then the general
  * registers in the order the code below reads them, the signal mask, the call's result and
- * the word that says it returned, the wait's timeout (a struct timespec), and at byte
+ * the word that says it returned, the wait's timeout (a struct timeval), and at byte
  * F_XSAVE the XSAVE area. Macros, not an enum: the assembly below uses them. */
 #define F_RIP 0
 #define F_CS 1
