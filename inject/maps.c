@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *base_name(const char *path)
@@ -65,4 +66,40 @@ int hp_maps_find(pid_t pid, hp_maps_match_fn match, struct hp_module_range *out)
 		return -1;
 	}
 	return found;
+}
+
+int hp_maps_files(pid_t pid, struct hp_file_map **v)
+{
+	char name[64];
+	snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(name, "re");
+	if (!f)
+		return -1;
+	char line[PATH_MAX + 128];
+	size_t n = 0, cap = 0;
+	struct hp_file_map *m = NULL;
+	while (fgets(line, sizeof line, f)) {
+		struct hp_file_map e;
+		unsigned major, minor;
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %" SCNu64, &e.lo,
+			   &e.hi, &e.off, &major, &minor, &e.ino) != 6 ||
+		    !e.ino)
+			continue;
+		e.dev = (uint64_t)major << 32 | minor;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			struct hp_file_map *nm = realloc(m, cap * sizeof *m);
+			if (!nm) {
+				free(m);
+				fclose(f);
+				errno = ENOMEM;
+				return -1;
+			}
+			m = nm;
+		}
+		m[n++] = e;
+	}
+	fclose(f);
+	*v = m;
+	return (int)n;
 }

@@ -28,4 +28,12 @@ int hp_maps_is_loader(const char *path);
  * be read. */
 int hp_maps_find(pid_t pid, hp_maps_match_fn match, struct hp_module_range *out);
 
+/* A mapping of a file: [lo, hi) maps the file (device dev, inode ino) from offset off. */
+struct hp_file_map {
+	uint64_t lo, hi, off, dev, ino;
+};
+
+/* The process's mappings of files, in address order, in *v (malloc'd): how many, or -1. */
+int hp_maps_files(pid_t pid, struct hp_file_map **v);
+
 #endif

@@ -375,8 +375,9 @@ static int note_name(void *ctx, uint64_t ip, const char *name)
 	return w->n == 16;
 }
 
-/* The injector's walk reads the held thread's memory a page at a time (inject/unwind.c):
- * the sleeper, held in its nanosleep, must show its own frames by name. */
+/* The injector's walk reads the held thread's memory a page at a time and keeps the names
+ * it found (inject/unwind.c): the sleeper, held in its nanosleep, must show its own frames
+ * by name, the same in a second walk. */
 static void test_walk_names(void **state)
 {
 	(void)state;
@@ -392,10 +393,16 @@ static void test_walk_names(void **state)
 			struct hp_thread t;
 			if (hp_thread_seize(pid, tids[i], &t))
 				continue;
-			struct names w = {.n = 0};
+			struct names w = {.n = 0}, again = {.n = 0};
 			if (t.regs.orig_rax == SYS_clock_nanosleep ||
-			    t.regs.orig_rax == SYS_nanosleep)
+			    t.regs.orig_rax == SYS_nanosleep) {
 				assert_true(hp_unwind(u, t.tid, t.mem_fd, 1, note_name, &w) > 2);
+				/* The names now come from the injector's cache of them. */
+				assert_int_equal(
+				    hp_unwind(u, t.tid, t.mem_fd, 1, note_name, &again), w.n);
+				for (int k = 0; k < w.n; k++)
+					assert_string_equal(again.seen[k], w.seen[k]);
+			}
 			assert_int_equal(hp_thread_release(&t, NULL), 0);
 			for (int k = 1; k < w.n; k++)
 				if (!strcmp(w.seen[k], "sleeper")) {
