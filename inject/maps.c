@@ -24,11 +24,16 @@ int hp_maps_is_loader(const char *path)
 	return !strncmp(b, "ld-linux", 8) || !strncmp(b, "ld-2.", 5) || !strncmp(b, "ld64.so", 7);
 }
 
-int hp_maps_find(pid_t pid, hp_maps_match_fn match, struct hp_module_range *out)
+static FILE *open_maps(pid_t pid)
 {
 	char name[64];
 	snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(name, "re");
+	return fopen(name, "re");
+}
+
+int hp_maps_find(pid_t pid, hp_maps_match_fn match, struct hp_module_range *out)
+{
+	FILE *f = open_maps(pid);
 	if (!f)
 		return -1;
 	char line[PATH_MAX + 128];
@@ -70,9 +75,7 @@ int hp_maps_find(pid_t pid, hp_maps_match_fn match, struct hp_module_range *out)
 
 int hp_maps_files(pid_t pid, struct hp_file_map **v)
 {
-	char name[64];
-	snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(name, "re");
+	FILE *f = open_maps(pid);
 	if (!f)
 		return -1;
 	char line[PATH_MAX + 128];
