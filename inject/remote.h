@@ -7,12 +7,14 @@
  * except the synchronous fault signals (the kernel resets the handler of a fault signal
  * that arrives blocked). The return address is the thread's trampoline (tramp.h), written
  * into code-segment slack through /proc/PID/mem before the first call: should we die at
- * any point after that, the thread restores itself. The call runs under PTRACE_SYSCALL
- * and is over at the trampoline's syscall-entry stop; its result is r12 there, and the
- * thread is left in that stop (hp_thread_release restores it). A call still running after
- * 10 s (dlopen, dlclose, heapprof_start/stop) or 5 s (the rest) is abandoned: the thread
- * is let go to finish it and restore itself, and err says so. Any other outcome fills err
- * too.
+ * any point after that, the thread restores itself. The call runs under PTRACE_CONT, so its
+ * own syscalls stop nothing; it is over when the trampoline sets the frame's done word,
+ * and the thread is then interrupted in the trampoline's wait, its result read from the
+ * frame, and left in that stop (hp_thread_release restores it). A thread found back at its
+ * work instead (the wait outlasted, heapprof not scheduled) is left alone and err says so.
+ * A call still running after 10 s (dlopen, dlclose, heapprof_start/stop) or 5 s (the
+ * rest) is abandoned: the thread is let go to finish it and restore itself, and err says
+ * so; no further call runs in an abandoned thread. Any other outcome fills err too.
  * hp_remote_push copies bytes onto the thread's stack below the red zone and returns
  * their address; they stay valid until the thread is released.
  */

@@ -39,8 +39,8 @@ void got_called_through(const struct dl_phdr_info *info, void **const *slots, in
 /* Writes values[i] into slots[i] for the first GOT_WRITE_MAX of n; returns how many were
  * written (a slot outside the module or on a page that could not be made writable is
  * not). Each page is made writable and given back its protection once: with two mprotect
- * calls a slot, redis-server's heapprof_stop made 82 syscalls (each two stops of the
- * thread the injector holds), 28 without. */
+ * calls a slot, redis-server's heapprof_stop made 82 syscalls in the thread the injector
+ * holds, 28 without. */
 #define GOT_WRITE_MAX 128
 int got_write_all(const struct dl_phdr_info *info, void **const *slots, void *const *values, int n);
 

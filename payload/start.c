@@ -146,7 +146,7 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 		po->parent = 1;
 		hp.po = po;
 	}
-	/* Asked once: each asking is four syscalls, each two stops of the held thread. */
+	/* Asked once: each asking is four syscalls in the held thread. */
 	int reserve_free = hp_reserve_is_free();
 	if (hp_threads_init(reserve_free) < 0 ||
 	    hp_live_init(args->mode == HP_MODE_FULL && args->sample_rate > 0, reserve_free) < 0 ||

@@ -86,7 +86,7 @@ struct hp_start_args {
 /* The exported object HP_COLLECTOR_SYMBOL, which a detach reads through /proc/PID/mem
  * without holding any thread: the thread tid is in payload code while phase is RUNNING,
  * PARKED or FREEING. The unmapping (every thread's tables) runs there, at full speed,
- * rather than in the dlclose's borrowed thread, where each munmap would stop twice. */
+ * rather than in the dlclose's borrowed thread, which would be held through all of it. */
 enum hp_collector_phase {
 	HP_COLLECTOR_NONE,    /* no collector thread: none started, or it was joined */
 	HP_COLLECTOR_RUNNING, /* streaming rounds, or writing the last one */
