@@ -23,17 +23,39 @@ struct ent {
 };
 _Static_assert(sizeof(struct ent) == 32, "hp_stacks_init's bound counts 32 bytes an id");
 
-/* By id, for hp_stack_guess: the stack some thread took right after this one, and where
- * this one's checks (unwind.h, hp_unwind_rel_make) begin in the check arena: CHK_NONE
- * before any thread made them, CHK_CLAIMED while one makes them and for good when they
- * cannot be made, else at least CHK_FIRST. */
+/* By id, for hp_stack_guess: the stack some thread took right after this one, where this
+ * one's checks (unwind.h, hp_unwind_rel_make) begin in the check arena, and which of the
+ * delta arena's entries is its delta (below). Both of the latter CHK_NONE before any thread
+ * made them, CHK_CLAIMED while one makes them and for good when they cannot be made, else
+ * at least CHK_FIRST. */
 struct guess {
 	_Atomic uint32_t succ;
 	_Atomic uint32_t chk;
+	_Atomic uint32_t delta;
 };
 #define CHK_NONE 0u
 #define CHK_CLAIMED 1u
 #define CHK_FIRST 2u
+
+/* A stack's checks as the words it adds to those of pred, the stack checked before it
+ * (unwind.h, hp_unwind_words_hold), for a thread that holds pred's words. A recursion's
+ * next node shares all but a word or two of the last one's: checked so, the node's guess
+ * reads this (half a line) where its checks and frames took four lines, and a tree of
+ * binary-trees' 65535 paths swept 16 MB of them through the caches. Made once, by the
+ * first thread to check the stack right after another one, while a quarter of max_memory
+ * is free and the arena has room. */
+struct delta {
+	uint32_t pred;
+	uint32_t gen;	    /* the modules' count they were made under */
+	uint8_t keep, nnew; /* pred's outermost words kept, words added */
+	uint16_t join;	    /* where the kept words begin: frame + 8 * join */
+	/* The added words, outermost first, the last one repeated past nnew (the join's when
+	 * none is added). */
+	uint16_t off[HP_UNWIND_ADDED];
+	uint64_t ra[HP_UNWIND_ADDED];
+};
+_Static_assert(sizeof(struct delta) == 32, "a delta in half a line");
+_Static_assert(HP_MAX_DEPTH <= UINT8_MAX, "a delta's counts fit a byte");
 
 static struct {
 	_Atomic uint32_t *slots; /* hash index -> id; 0 empty, CLAIMING while written */
@@ -45,8 +67,11 @@ static struct {
 	_Atomic uint64_t arena_used;
 	uint32_t sent_upto;  /* collector: every id below it was sent or is dead */
 	struct guess *guess; /* by id */
-	uint16_t *chk;	     /* the check arena */
-	uint64_t chk_cap;    /* words */
+	struct delta *delta; /* the delta arena */
+	uint64_t delta_cap;
+	_Atomic uint64_t delta_used;
+	uint16_t *chk;	  /* the check arena */
+	uint64_t chk_cap; /* words */
 	_Atomic uint64_t chk_used;
 } st;
 
@@ -68,12 +93,20 @@ int hp_stacks_init(uint64_t max_memory)
 	 * CHK_FIRST are never handed out. */
 	st.chk_cap = st.arena_cap + (uint64_t)st.max_ids * HP_UNWIND_REL_HEAD;
 	st.guess = hp_reserve(((size_t)st.max_ids + 1) * sizeof *st.guess);
+	/* A sixty-fourth of max_memory at most, so that deltas never take the room the site
+	 * tables and the live map would have had (binary-trees' 65535 deltas: 2 MB of 256). */
+	st.delta_cap = (uint64_t)st.max_ids + CHK_FIRST;
+	if (max_memory && max_memory / 64 / sizeof(struct delta) < st.delta_cap)
+		st.delta_cap = max_memory / 64 / sizeof(struct delta);
+	st.delta = hp_reserve(st.delta_cap * sizeof *st.delta);
 	st.chk = hp_reserve(st.chk_cap * sizeof *st.chk);
 	atomic_store(&st.next_id, 1);
 	atomic_store(&st.arena_used, 0);
 	atomic_store(&st.chk_used, CHK_FIRST);
+	atomic_store(&st.delta_used, CHK_FIRST);
 	st.sent_upto = 1;
-	if (!st.slots || !st.ents || !st.arena || !st.guess || !st.chk || hp_unwind_init() < 0)
+	if (!st.slots || !st.ents || !st.arena || !st.guess || !st.delta || !st.chk ||
+	    hp_unwind_init() < 0)
 		return -1;
 	return 0;
 }
@@ -89,6 +122,8 @@ void hp_stacks_fini(void)
 		hp_unreserve(st.arena, st.arena_cap * sizeof *st.arena);
 	if (st.guess)
 		hp_unreserve(st.guess, ((size_t)st.max_ids + 1) * sizeof *st.guess);
+	if (st.delta)
+		hp_unreserve(st.delta, st.delta_cap * sizeof *st.delta);
 	if (st.chk)
 		hp_unreserve(st.chk, st.chk_cap * sizeof *st.chk);
 	memset(&st, 0, sizeof st);
@@ -99,8 +134,9 @@ uint64_t hp_stacks_bytes(void)
 	uint64_t ids = atomic_load_explicit(&st.next_id, memory_order_relaxed);
 	uint64_t used = atomic_load_explicit(&st.arena_used, memory_order_relaxed);
 	uint64_t chk = atomic_load_explicit(&st.chk_used, memory_order_relaxed);
+	uint64_t deltas = atomic_load_explicit(&st.delta_used, memory_order_relaxed);
 	return ids * (sizeof(struct ent) + sizeof(struct guess)) + ids * 2 * sizeof(uint32_t) +
-	       used * sizeof(uint64_t) + chk * sizeof(uint16_t);
+	       deltas * sizeof(struct delta) + used * sizeof(uint64_t) + chk * sizeof(uint16_t);
 }
 
 uint32_t hp_stacks_end(void)
@@ -250,6 +286,13 @@ struct sc_ent {
 struct hp_stack_cache {
 	struct sc_ent e[1u << SC_BITS];
 	uint32_t guessed; /* the id hp_stack_guess last found */
+	/* The words of the stack a guess last found, outermost first, when its checks read
+	 * no rbp (unwind.h, hp_unwind_rel_plain): buf_id 0 when none, buf_gen the modules'
+	 * count they were taken under. */
+	uint32_t buf_id, buf_gen;
+	unsigned buf_n;
+	/* Room for a delta's every added word past the stack's deepest. */
+	struct hp_unwind_word buf[HP_MAX_DEPTH + HP_UNWIND_ADDED];
 };
 
 size_t hp_stack_cache_size(void)
@@ -332,17 +375,110 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 	return id;
 }
 
+static uint32_t gen_now(void)
+{
+	return (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
+}
+
+/* 1 if id's delta from last, whose words the cache holds, holds from frame: the cache then
+ * holds id's. The words of any capture of last are last's return addresses, wherever the
+ * stack was, so the first keep of them are id's outermost. */
+static int guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, uintptr_t frame)
+{
+	uint32_t at = atomic_load_explicit(&st.guess[id].delta, memory_order_acquire);
+	if (at < CHK_FIRST)
+		return 0;
+	const struct delta *d = &st.delta[at];
+	if (d->pred != last || d->gen != c->buf_gen || d->gen != gen_now() || d->keep > c->buf_n ||
+	    !hp_unwind_words_hold(c->buf, d->keep, d->join, d->off, d->ra, frame))
+		return 0;
+	/* All of them, the repeated ones past buf_n: no loop. */
+	_Static_assert(HP_UNWIND_ADDED == 2, "the added words, copied below");
+	struct hp_unwind_word *to = &c->buf[d->keep];
+	to[0] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[0], d->ra[0]};
+	to[1] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[1], d->ra[1]};
+	c->buf_n = d->keep + d->nnew;
+	c->buf_id = id;
+	return 1;
+}
+
+/* id's delta from last, whose words the cache held before its first keep words were found
+ * the same as id's and the others replaced by id's: made by the first thread to find id
+ * so, when id adds at most HP_UNWIND_ADDED words. */
+static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t id, unsigned keep,
+		       const uint16_t *chk, const uint64_t *f, unsigned depth, uintptr_t frame)
+{
+	unsigned nnew = depth - keep;
+	_Atomic uint32_t *slot = &st.guess[id].delta;
+	uint32_t none = CHK_NONE;
+	uint64_t at;
+	if (!keep || nnew > HP_UNWIND_ADDED ||
+	    atomic_load_explicit(slot, memory_order_relaxed) != CHK_NONE ||
+	    !hp_mem_spare(sizeof(struct delta)) ||
+	    !atomic_compare_exchange_strong(slot, &none, CHK_CLAIMED) ||
+	    !take(&st.delta_used, 1, st.delta_cap, &at))
+		return;
+	struct delta *d = &st.delta[at];
+	d->pred = last;
+	d->gen = c->buf_gen;
+	d->keep = (uint8_t)keep;
+	d->nnew = (uint8_t)nnew;
+	d->join = (uint16_t)((c->buf[keep - 1].at - frame) / 8);
+	for (unsigned i = 0; i < HP_UNWIND_ADDED; i++) {
+		struct hp_unwind_word w = i < nnew ? hp_unwind_rel_word(chk, f, nnew - 1 - i, frame)
+					  : nnew   ? hp_unwind_rel_word(chk, f, 0, frame)
+						   : c->buf[keep - 1];
+		d->off[i] = (uint16_t)((w.at - frame) / 8);
+		d->ra[i] = w.ra;
+	}
+	atomic_store_explicit(slot, (uint32_t)at, memory_order_release);
+}
+
+/* After id's checks held from frame, the capture before having got last: the cache takes
+ * id's words, and id's delta is made from last's if it has none. */
+static void take_words(struct hp_stack_cache *c, uint32_t last, uint32_t id, const uint16_t *chk,
+		       const uint64_t *f, unsigned depth, uintptr_t frame)
+{
+	uint32_t gen = (uint32_t)chk[0] | (uint32_t)chk[1] << 16;
+	if (!hp_unwind_rel_plain(chk) || depth > HP_MAX_DEPTH) {
+		c->buf_id = 0;
+		return;
+	}
+	int from_last = c->buf_id == last && c->buf_gen == gen;
+	unsigned keep = 0;
+	if (from_last)
+		while (keep < depth && keep < c->buf_n) {
+			struct hp_unwind_word w =
+			    hp_unwind_rel_word(chk, f, depth - 1 - keep, frame);
+			if (w.at != c->buf[keep].at || w.ra != c->buf[keep].ra)
+				break;
+			keep++;
+		}
+	for (unsigned i = keep; i < depth; i++)
+		c->buf[i] = hp_unwind_rel_word(chk, f, depth - 1 - i, frame);
+	c->buf_n = depth;
+	c->buf_id = id;
+	c->buf_gen = gen;
+	if (from_last)
+		make_delta(c, last, id, keep, chk, f, depth, frame);
+}
+
 uint32_t hp_stack_guess(struct hp_stack_cache *c, uint32_t last, uintptr_t frame)
 {
 	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_acquire);
 	if (!id)
 		return 0;
+	if (c->buf_id == last && guess_by_delta(c, last, id, frame)) {
+		c->guessed = id;
+		return id;
+	}
 	uint32_t o = atomic_load_explicit(&st.guess[id].chk, memory_order_acquire);
 	if (o < CHK_FIRST)
 		return 0;
 	const struct ent *e = &st.ents[id];
 	if (!hp_unwind_rel_holds(st.chk + o, st.arena + e->off, e->depth, frame))
 		return 0;
+	take_words(c, last, id, st.chk + o, st.arena + e->off, e->depth, frame);
 	c->guessed = id;
 	return id;
 }

@@ -185,19 +185,52 @@ static inline void hp_unwind_memo_tail(const struct hp_unwind_memo *m, uint64_t 
  * many paths in turn, none of which its memos hold (binary-trees' nodes, each a new path),
  * a stack's checks let a later allocation take that stack without a walk. Words of 16
  * bits, offsets from the frame in units of 8 bytes: HP_UNWIND_REL_HEAD of them (the
- * modules' count in two, the highest offset read, the count of rbp checks), then the
- * return address's offset of each step, then an (offset, value's offset) pair for each
- * saved rbp a later step reads. hp_unwind_rel_make makes them from a memo just walked from
- * frame, into out (cap words): how many words, 0 when they cannot express that walk (frames
- * dropped, offsets past 16 bits, a walk that ended other than at a rule's end of the stack
- * or at max). hp_unwind_rel_holds: 1 if a walk from frame now would take the same steps,
- * whose return addresses are f (depth of them), as the one the checks were made from. */
-#define HP_UNWIND_REL_HEAD 4u
+ * modules' count in two, the highest offset read, the count of rbp checks, and 1 if a step
+ * reads the hook's own rbp, else 0), then the return address's offset of each step, then
+ * an (offset, value's offset) pair for each saved rbp a later step reads.
+ * hp_unwind_rel_make makes them from a memo just walked from frame, into out (cap words):
+ * how many words, 0 when they cannot express that walk (frames dropped, offsets past 16
+ * bits, a walk that ended other than at a rule's end of the stack or at max).
+ * hp_unwind_rel_holds: 1 if a walk from frame now would take the same steps, whose return
+ * addresses are f (depth of them), as the one the checks were made from. */
+#define HP_UNWIND_REL_HEAD 5u
 unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uint16_t *out,
 			    unsigned cap);
 int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame);
 /* 1 if checks c were made under the modules' count in force now. */
 int hp_unwind_rel_current(const uint16_t *c);
+
+/* A return address of a walk and where it was read. A walk that reads no rbp is made of
+ * return addresses and frame sizes alone: from the address of one of its return addresses
+ * on, it goes the same way wherever it began, so a thread that keeps the words of the
+ * stack it checked last (outermost first) can check the next one as the words that stack
+ * adds (stacks.c, the guess's deltas). */
+struct hp_unwind_word {
+	uintptr_t at;
+	uint64_t ra;
+};
+
+/* 1 if checks c read no rbp, so that hp_unwind_rel_word describes their walk. */
+static inline int hp_unwind_rel_plain(const uint16_t *c)
+{
+	return !c[3] && !c[4];
+}
+
+/* Of checks c that held from frame, with return addresses f: step i's word. */
+static inline struct hp_unwind_word hp_unwind_rel_word(const uint16_t *c, const uint64_t *f,
+						       unsigned i, uintptr_t frame)
+{
+	return (struct hp_unwind_word){frame + 8 * (uintptr_t)c[HP_UNWIND_REL_HEAD + i], f[i]};
+}
+
+/* 1 if a walk from frame now would take up to HP_UNWIND_ADDED steps, whose return
+ * addresses ra[] are at offsets off[] from it (all below join), and then go on as the plain
+ * walk whose words, outermost first, are w did from w[keep - 1], found at frame + 8 * join:
+ * every one of those words holds. Fewer steps are given by repeating a word (the join's, if
+ * none), since comparing a word twice costs less than a loop. */
+#define HP_UNWIND_ADDED 2
+int hp_unwind_words_hold(const struct hp_unwind_word *w, unsigned keep, unsigned join,
+			 const uint16_t *off, const uint64_t *ra, uintptr_t frame);
 
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */

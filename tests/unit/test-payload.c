@@ -1111,8 +1111,9 @@ static void test_max_memory_cut(void **state)
 	struct hp_start_args a = args;
 	a.max_memory = 2 * HP_MIN_MAX_MEMORY;
 	session(&a, work_cut);
-	print_message("%" PRIu64 " stacks sent, %" PRIu64 " cut, %" PRIu64 " lost\n", rd.all_stacks,
-		      rd.cut_stacks, rd.last.lost);
+	print_message("%" PRIu64 " stacks sent, %" PRIu64 " cut, %" PRIu64
+		      " lost, payload_bytes %" PRIu64 "\n",
+		      rd.all_stacks, rd.cut_stacks, rd.last.lost, rd.last.payload_bytes);
 	assert_false(rd.round_flags & HP_ROUND_SAMPLED);
 	assert_int_equal(rd.last.allocs, NW * CUT_NODES);
 	assert_int_equal(rd.last.lost, 0);
@@ -1194,6 +1195,79 @@ static void test_many_sites(void **state)
 	assert_int_equal(stacks[1], TREE_NODES);
 }
 
+/* A recursion of a call path a node (a left and a right call site) under one of two outer
+ * functions in turn: a node's stack is mostly checked as the words it adds to the last
+ * node's (stacks.c, the guess's deltas), and the first node of a tree right after the last
+ * node of the other's, whose outer words differ. The size says which outer function
+ * allocated, so a stack given to the wrong tree shows as a size under the other one's
+ * frames. OUTER_DEPTH keeps every stack within the frames the reader keeps. */
+#define OUTER_DEPTH 5
+#define OUTER_NODES ((1 << (OUTER_DEPTH + 1)) - 1)
+#define OUTER_REPS 50
+static void *outer_blocks[NW][OUTER_NODES];
+
+__attribute__((noinline)) void outer_build(int d, size_t size, void **out, int *n);
+__attribute__((noinline)) void outer_build(int d, size_t size, void **out, int *n)
+{
+	out[(*n)++] = malloc(size);
+	if (d > 0) {
+		outer_build(d - 1, size, out, n);
+		outer_build(d - 1, size, out, n);
+	}
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+__attribute__((noinline)) void outer_tree_one(void **out, int *n);
+__attribute__((noinline)) void outer_tree_one(void **out, int *n)
+{
+	outer_build(OUTER_DEPTH, 16, out, n);
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+__attribute__((noinline)) void outer_tree_two(void **out, int *n);
+__attribute__((noinline)) void outer_tree_two(void **out, int *n)
+{
+	outer_build(OUTER_DEPTH, 24, out, n);
+	__asm__ volatile("" ::"r"(out) : "memory");
+}
+
+static void work_outer_trees(int k)
+{
+	for (int r = 0; r < 2 * OUTER_REPS; r++) {
+		int n = 0;
+		(r & 1 ? outer_tree_two : outer_tree_one)(outer_blocks[k], &n);
+		for (int i = 0; i < n; i++)
+			free(outer_blocks[k][i]);
+	}
+}
+
+static void test_outer_trees(void **state)
+{
+	(void)state;
+	void *const outers[] = {(void *)outer_tree_one, (void *)outer_tree_two};
+	session(&args, work_outer_trees);
+	assert_int_equal(rd.last.lost, 0);
+	uint64_t found[2] = {0};
+	int stacks[2] = {0};
+	for (int i = 0; i < rd.nkeyed; i++) {
+		const struct hp_site_delta *d = &rd.keyed[i];
+		if (!d->stack_id || !in_function(rd.frame0[d->stack_id], (void *)outer_build))
+			continue;
+		assert_int_equal(d->size_kind, HP_SIZE_EXACT);
+		assert_true(d->size == 16 || d->size == 24);
+		int o = d->size == 24;
+		assert_true(stack_has(d->stack_id, outers[o]));
+		assert_false(stack_has(d->stack_id, outers[!o]));
+		assert_int_equal(d->allocs, NW * OUTER_REPS);
+		found[o] += d->allocs;
+		stacks[o]++;
+	}
+	for (int o = 0; o < 2; o++) {
+		assert_int_equal(found[o], (uint64_t)NW * OUTER_REPS * OUTER_NODES);
+		assert_int_equal(stacks[o], OUTER_NODES);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1204,6 +1278,7 @@ int main(void)
 	    cmocka_unit_test(test_max_memory),	   cmocka_unit_test(test_max_memory_stacks),
 	    cmocka_unit_test(test_max_memory_cut), cmocka_unit_test(test_paths),
 	    cmocka_unit_test(test_address_limit),  cmocka_unit_test(test_many_sites),
+	    cmocka_unit_test(test_outer_trees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

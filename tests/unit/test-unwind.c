@@ -651,7 +651,7 @@ static void test_rel_words(void **state)
 	const uint64_t f[2] = {0x401234, 0x405678};
 	uint32_t gen = (uint32_t)atomic_load(&hp_unwind_gen);
 	/* Return addresses at w[1] and w[5], and w[4] holding the address of w[6]. */
-	const uint16_t chk[] = {(uint16_t)gen, (uint16_t)(gen >> 16), 5, 1, 1, 5, 4, 6};
+	const uint16_t chk[] = {(uint16_t)gen, (uint16_t)(gen >> 16), 5, 1, 0, 1, 5, 4, 6};
 	w[1] = f[0];
 	w[5] = f[1];
 	w[4] = (uintptr_t)&w[6];
@@ -675,6 +675,82 @@ static void test_rel_words(void **state)
 	assert_int_equal(hp_unwind_rel_holds(chk, f, 2, frame), 1);
 }
 
+/* On a thread of its own, whose stack's top is its descriptor: a kept word there, above
+ * the stack, is refused though it holds. */
+static void *word_past_top(void *arg)
+{
+	const uint16_t off[HP_UNWIND_ADDED] = {1, 1};
+	const uint64_t ra[HP_UNWIND_ADDED] = {0x402000, 0x402000};
+	uintptr_t s[4] = {0, 0x402000, 0, 0};
+	uintptr_t frame = (uintptr_t)s, top = (uintptr_t)pthread_self();
+	struct hp_unwind_word w = {top, *(const uintptr_t *)top};
+	*(int *)arg =
+	    (top - frame) / 8 <= UINT16_MAX
+		? hp_unwind_words_hold(&w, 1, (unsigned)((top - frame) / 8), off, ra, frame)
+		: -1;
+	return NULL;
+}
+
+/* A delta's words by hand (stacks.c): two added below the join and the kept ones from the
+ * join up, on this thread's stack. Each word is compared wherever it falls among the kept
+ * ones' groups of four, the join must be where it says, and kept words above the stack's
+ * top (word_past_top) or a frame off the stack are refused. */
+static void test_words_hold(void **state)
+{
+	(void)state;
+	enum { KEPT = 9, WORDS = 2 * KEPT + 8 };
+	uintptr_t s[WORDS] = {0};
+	uintptr_t frame = (uintptr_t)s;
+	struct hp_unwind_word w[KEPT];
+	/* Kept words outermost first, from s[2 * KEPT + 4] down to the join at s[6]. */
+	for (unsigned i = 0; i < KEPT; i++) {
+		unsigned at = 2 * (KEPT - 1 - i) + 6;
+		w[i] = (struct hp_unwind_word){(uintptr_t)&s[at], 0x401000 + 0x10 * i};
+		s[at] = w[i].ra;
+	}
+	const uint16_t off[HP_UNWIND_ADDED] = {4, 1};
+	const uint64_t ra[HP_UNWIND_ADDED] = {0x402000, 0x402010};
+	s[4] = ra[0];
+	s[1] = ra[1];
+	for (unsigned keep = 1; keep <= KEPT; keep++) {
+		unsigned join = 2 * (KEPT - keep) + 6;
+		assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame), 1);
+		assert_int_equal(hp_unwind_words_hold(w, keep, join + 2, off, ra, frame), 0);
+		assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame + 4), 0);
+		for (unsigned i = 0; i < keep; i++) {
+			*(uintptr_t *)w[i].at ^= 0x40;
+			assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame), 0);
+			*(uintptr_t *)w[i].at ^= 0x40;
+		}
+		for (unsigned i = 0; i < HP_UNWIND_ADDED; i++) {
+			s[off[i]] ^= 0x40;
+			assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame), 0);
+			s[off[i]] ^= 0x40;
+		}
+	}
+	/* A word outside the kept ones changes nothing. */
+	s[5] = 0xdead;
+	assert_int_equal(hp_unwind_words_hold(w, KEPT, 6, off, ra, frame), 1);
+	assert_int_equal(hp_unwind_words_hold(w, 0, 6, off, ra, frame), 0);
+	uintptr_t *heap = calloc(WORDS, sizeof *heap);
+	assert_non_null(heap);
+	struct hp_unwind_word hw[KEPT];
+	for (unsigned i = 0; i < KEPT; i++) {
+		size_t at = (size_t)((uintptr_t *)w[i].at - s);
+		hw[i] = (struct hp_unwind_word){(uintptr_t)&heap[at], w[i].ra};
+		heap[at] = w[i].ra;
+	}
+	heap[4] = ra[0];
+	heap[1] = ra[1];
+	assert_int_equal(hp_unwind_words_hold(hw, KEPT, 6, off, ra, (uintptr_t)heap), 0);
+	free(heap);
+	int past = 1;
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, word_past_top, &past), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(past, 0);
+}
+
 /* Return addresses only, at every depth the checks' loop treats apart (under four, a
  * multiple of four, and each remainder past one): each word is compared, whatever its
  * place among the ones the loop reads in a group. */
@@ -691,6 +767,7 @@ static void test_rel_depths(void **state)
 		chk[1] = (uint16_t)(gen >> 16);
 		chk[2] = (uint16_t)d;
 		chk[3] = 0;
+		chk[4] = 0;
 		for (unsigned i = 0; i < d; i++) {
 			chk[HP_UNWIND_REL_HEAD + i] = (uint16_t)(i + 1);
 			f[i] = 0x401000 + 0x10 * i + d;
@@ -761,6 +838,7 @@ int main(void)
 	    cmocka_unit_test(test_rel_checks),
 	    cmocka_unit_test(test_rel_words),
 	    cmocka_unit_test(test_rel_depths),
+	    cmocka_unit_test(test_words_hold),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
