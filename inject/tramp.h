@@ -37,8 +37,11 @@ const unsigned char *hp_tramp_image(void);
 size_t hp_tramp_len(void);
 
 /* How long a call's thread waits in the trampoline for its tracer once the call returned:
- * what a tracer that died costs the thread, and how long a live one may go unscheduled. */
-#define HP_TRAMP_WAIT_S 1
+ * what a tracer that died costs the thread, and how long a live one may go unscheduled.
+ * At 1 s, two stress tests side by side on 2 CPUs had heapprof-attach go 1.43 s without
+ * running between two looks at the done word (about once in 100 attaches), and the
+ * attach failed though nothing had gone wrong. */
+#define HP_TRAMP_WAIT_S 3
 
 /* The address calls return to, for a trampoline written at base. */
 uint64_t hp_tramp_ret(uint64_t base);

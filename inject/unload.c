@@ -22,7 +22,8 @@
 #include "inject/tramp.h"
 #include "inject/unwind.h"
 
-#define QUIESCE_MS 2000
+/* Longer than a thread left in a dead heapprof's trampoline waits there. */
+#define QUIESCE_MS ((HP_TRAMP_WAIT_S + 1) * 1000)
 #define QUIESCE_DELAY_MS 10
 /* As long as heapprof_stop once waited for the last round: HP_STOP_WRITE_S for a slow
  * viewer, and more. */
