@@ -375,11 +375,6 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 	return id;
 }
 
-static uint32_t gen_now(void)
-{
-	return (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
-}
-
 /* 1 if id's delta from last, whose words the cache holds, holds from frame: the cache then
  * holds id's. The words of any capture of last are last's return addresses, wherever the
  * stack was, so the first keep of them are id's outermost. */
@@ -389,7 +384,8 @@ static int guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, 
 	if (at < CHK_FIRST)
 		return 0;
 	const struct delta *d = &st.delta[at];
-	if (d->pred != last || d->gen != c->buf_gen || d->gen != gen_now() || d->keep > c->buf_n ||
+	if (d->pred != last || d->gen != c->buf_gen || d->gen != hp_unwind_rel_gen_now() ||
+	    d->keep > c->buf_n ||
 	    !hp_unwind_words_hold(c->buf, d->keep, d->join, d->off, d->ra, frame))
 		return 0;
 	/* All of them, the repeated ones past buf_n: no loop. */
@@ -439,7 +435,7 @@ static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t i
 static void take_words(struct hp_stack_cache *c, uint32_t last, uint32_t id, const uint16_t *chk,
 		       const uint64_t *f, unsigned depth, uintptr_t frame)
 {
-	uint32_t gen = (uint32_t)chk[0] | (uint32_t)chk[1] << 16;
+	uint32_t gen = hp_unwind_rel_gen(chk);
 	if (!hp_unwind_rel_plain(chk) || depth > HP_MAX_DEPTH) {
 		c->buf_id = 0;
 		return;

@@ -1183,7 +1183,7 @@ unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uin
 		}
 		need = (s->at & HP_STEP_READS_BP) || (!at && need);
 	}
-	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
+	uint32_t gen = hp_unwind_rel_gen_now();
 	if (gen != (uint32_t)m->gen)
 		return 0;
 	out[0] = (uint16_t)gen;
@@ -1196,8 +1196,7 @@ unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uin
 
 int hp_unwind_rel_current(const uint16_t *c)
 {
-	uint32_t gen = (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
-	return (c[0] | (uint32_t)c[1] << 16) == gen;
+	return hp_unwind_rel_gen(c) == hp_unwind_rel_gen_now();
 }
 
 /* 0 where the word at frame + 8 * o[i] is f[i]. */

@@ -197,6 +197,18 @@ static inline void hp_unwind_memo_tail(const struct hp_unwind_memo *m, uint64_t 
 unsigned hp_unwind_rel_make(const struct hp_unwind_memo *m, uintptr_t frame, uint16_t *out,
 			    unsigned cap);
 int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, uintptr_t frame);
+/* The modules' count in force now, and the one checks c were made under, as the checks
+ * keep it (its low 32 bits). */
+static inline uint32_t hp_unwind_rel_gen_now(void)
+{
+	return (uint32_t)atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
+}
+
+static inline uint32_t hp_unwind_rel_gen(const uint16_t *c)
+{
+	return (uint32_t)c[0] | (uint32_t)c[1] << 16;
+}
+
 /* 1 if checks c were made under the modules' count in force now. */
 int hp_unwind_rel_current(const uint16_t *c);
 
