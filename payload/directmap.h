@@ -97,11 +97,23 @@ static inline int dm_written(struct dm_chunk *c, const _Atomic uint64_t *w)
 	return dm_page_written(c, dm_page_of(c, w));
 }
 
-static inline uint64_t dm_pack(struct hp_live_val v)
+__attribute__((always_inline)) static inline uint64_t dm_pack(struct hp_live_val v)
 {
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
 	return DM_BLOCK | v.stack | (n <= DM_SIZE_INLINE ? n : DM_SIZE_NEXT) << DM_STACK_BITS |
 	       ((v.size & HP_LIVE_SAMPLED) ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
+}
+
+/* Block word e's size when the word holds it and the block is not sampled, else
+ * DM_SIZE_NEXT: a free's common case (hooks.c), where the word alone is the block. */
+static inline uint64_t dm_plain_size(uint64_t e)
+{
+	return (e & (1ull << 29)) ? DM_SIZE_NEXT : e >> DM_STACK_BITS & DM_SIZE_NEXT;
+}
+
+static inline uint32_t dm_stack(uint64_t e)
+{
+	return (uint32_t)(e & ((1u << DM_STACK_BITS) - 1));
 }
 
 /* A size word overwritten by another block's (a block freed behind the payload's back,
@@ -109,8 +121,7 @@ static inline uint64_t dm_pack(struct hp_live_val v)
 __attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64_t e,
 									  const _Atomic uint64_t *w)
 {
-	struct hp_live_val v = {.stack = (uint32_t)(e & ((1u << DM_STACK_BITS) - 1)),
-				.birth_ms = (uint32_t)(e >> 30)};
+	struct hp_live_val v = {.stack = dm_stack(e), .birth_ms = (uint32_t)(e >> 30)};
 	uint64_t n = e >> DM_STACK_BITS & DM_SIZE_NEXT;
 	if (n == DM_SIZE_NEXT) {
 		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);

@@ -251,6 +251,23 @@ static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_c
 	e->temp_frees += c->temp_frees;
 }
 
+/* Inside the owner's mark, the counter of key in table a when it is found without a call:
+ * the last one added to, the dense one or the one at its home slot (which becomes the last);
+ * else NULL (hp_thread_add_other's). */
+__attribute__((always_inline)) static inline struct hp_site_ctr *
+hp_thread_ctr_near(struct hp_thread *t, unsigned a, uint64_t key)
+{
+	uint32_t i = t->last[a];
+	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
+	if ((e && e->key == key) || ((e = hp_thread_dense(t, a, key)) && e->key == key))
+		return e;
+	if ((e = hp_site_tab_home(&t->tab[a], key)) && e->key == key) {
+		t->last[a] = (uint32_t)(e - t->tab[a].e) + 1;
+		return e;
+	}
+	return NULL;
+}
+
 /* One event's counters: an allocation's (free = 0: n allocations) or a free's (free = 1:
  * n frees, temp of them temporary). */
 static inline struct hp_site_ctr hp_site_event(uint64_t key, int free, uint64_t n, uint64_t temp)
@@ -290,16 +307,11 @@ __attribute__((always_inline)) static inline void hp_thread_add_kind(struct hp_t
 	 * what orders the two. */
 	hp_seq_step(t);
 	unsigned a = atomic_load_explicit(&t->active, memory_order_relaxed);
-	uint32_t i = t->last[a];
-	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
-	if ((e && e->key == key) || ((e = hp_thread_dense(t, a, key)) && e->key == key)) {
+	struct hp_site_ctr *e = hp_thread_ctr_near(t, a, key);
+	if (e)
 		hp_site_event_add(e, free, n, temp);
-	} else if ((e = hp_site_tab_home(&t->tab[a], key)) && e->key == key) {
-		t->last[a] = (uint32_t)(e - t->tab[a].e) + 1;
-		hp_site_event_add(e, free, n, temp);
-	} else {
+	else
 		hp_thread_add_other(t, a, key, free, n, temp);
-	}
 	if (hp_site_has_bytes(key))
 		hp_thread_add_bytes(t, a, key, free, n, size);
 	hp_seq_step(t);

@@ -139,17 +139,30 @@ static inline int hp_unwind_memo_begins(const struct hp_unwind_memo *m, uintptr_
  * words, the rest hp_unwind_memo_repeats_slow's. */
 extern _Atomic unsigned long hp_unwind_gen __attribute__((visibility("hidden")));
 int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
-static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
+static inline int hp_unwind_memo_checks_hold(const struct hp_unwind_memo *m)
 {
-	if (m->chk_at != frame || m->max != max ||
-	    m->gen != atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed))
-		return hp_unwind_memo_repeats_slow(m, frame, max);
 	/* Counted up to 0 from below the end: the count is the loop's test. */
 	const uintptr_t *end = m->chk + 2 * (m->nchk - 1);
 	for (intptr_t i = -2 * (intptr_t)(m->nchk - 1); i; i += 2)
 		if (*(const uintptr_t *)end[i] != end[i + 1])
 			return 0;
 	return 1;
+}
+/* 1 if m's checks, made at frame for max and the modules as they are, all hold; 0 too
+ * when they were made otherwise (hp_unwind_memo_repeats then knows more). */
+static inline int hp_unwind_memo_holds(const struct hp_unwind_memo *m, uintptr_t frame,
+				       unsigned max)
+{
+	return m->chk_at == frame && m->max == max &&
+	       m->gen == atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed) &&
+	       hp_unwind_memo_checks_hold(m);
+}
+static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
+{
+	if (m->chk_at != frame || m->max != max ||
+	    m->gen != atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed))
+		return hp_unwind_memo_repeats_slow(m, frame, max);
+	return hp_unwind_memo_checks_hold(m);
 }
 /* Checks of m that failed this many times in a row (misses) say its path keeps changing,
  * as each depth's of a recursion does: its walks are then seldom made again. */
