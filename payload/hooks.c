@@ -69,7 +69,31 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
-__attribute__((always_inline)) static inline struct hp_thread *enter(void)
+/* The thread's record when it is recording and the record is at its home slot with its
+ * guard clear; else NULL, and enter() knows more. Calls nothing, so a hook whose every
+ * call is a tail call saves no register for it. */
+__attribute__((always_inline)) static inline struct hp_thread *home_record(void)
+{
+	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed))
+		return NULL;
+	uintptr_t self = hp_self();
+	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
+	if (atomic_load_explicit(&t->key, memory_order_acquire) != self || t->guard)
+		return NULL;
+	return t;
+}
+
+/* home_record's record, its guard set. */
+__attribute__((always_inline)) static inline struct hp_thread *enter_home(void)
+{
+	struct hp_thread *t = home_record();
+	if (t)
+		t->guard = 1;
+	return t;
+}
+
+/* enter() for every case enter_home leaves out. */
+__attribute__((noinline)) static struct hp_thread *enter_other(void)
 {
 	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed)) {
 		if (__builtin_expect(!hp.po->parent, 0))
@@ -85,6 +109,13 @@ __attribute__((always_inline)) static inline struct hp_thread *enter(void)
 		return NULL;
 	t->guard = 1;
 	return t;
+}
+
+/* The thread's record with its guard set, or NULL when the hook is not to record. */
+__attribute__((always_inline)) static inline struct hp_thread *enter(void)
+{
+	struct hp_thread *t = enter_home();
+	return __builtin_expect(t != NULL, 1) ? t : enter_other();
 }
 
 static void leave(struct hp_thread **t)
@@ -671,13 +702,9 @@ static void *hk_calloc(size_t a, size_t b)
  * never negative between two events of its thread, so it compares unsigned. */
 __attribute__((always_inline)) static inline int pass_over(uint64_t n)
 {
-	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed))
-		return 0;
-	uintptr_t self = hp_self();
-	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
+	struct hp_thread *t = home_record();
 	uint64_t c = n ? n : 1;
-	if (atomic_load_explicit(&t->key, memory_order_acquire) != self || t->guard ||
-	    (uint64_t)t->countdown <= c)
+	if (!t || (uint64_t)t->countdown <= c)
 		return 0;
 	t->countdown -= (int64_t)c;
 	t->last_alloc = 0;
@@ -904,16 +931,16 @@ HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
  * guard cleared first; anything else the general hook's, from the start. */
 static void hk_free_exact(void *p)
 {
-	struct hp_thread *t = enter();
+	struct hp_thread *t = enter_home();
 	if (t) {
 		int done = !p || record_free_exact(t, p);
 		t->guard = 0;
-		if (!done) {
-			hk_free_general(p);
+		if (done) {
+			REAL(HK_FREE, void (*)(void *))(p);
 			return;
 		}
 	}
-	REAL(HK_FREE, void (*)(void *))(p);
+	hk_free_general(p);
 }
 
 /* The same for the plain deletes, whose real call keeps the guard: it frees through free,
@@ -921,15 +948,15 @@ static void hk_free_exact(void *p)
 #define HOOK_DEL_EXACT(fn, id)                                                                     \
 	static void fn##_exact(void *p)                                                            \
 	{                                                                                          \
-		struct hp_thread *t = enter();                                                     \
-		if (t && p && !record_free_exact(t, p)) {                                          \
+		struct hp_thread *t = enter_home();                                                \
+		if (t && (!p || record_free_exact(t, p))) {                                        \
+			REAL(id, void (*)(void *))(p);                                             \
 			t->guard = 0;                                                              \
-			fn##_general(p);                                                           \
 			return;                                                                    \
 		}                                                                                  \
-		REAL(id, void (*)(void *))(p);                                                     \
 		if (t)                                                                             \
 			t->guard = 0;                                                              \
+		fn##_general(p);                                                                   \
 	}
 
 HOOK_DEL_EXACT(hk_del, HK_DEL)

@@ -860,7 +860,12 @@ int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsig
 		}
 		m->misses = 0;
 		m->nchk = memo_checks(m, frame);
-		m->chk_at = m->nchk == HP_MEMO_CHECKS_LONG ? 0 : frame;
+		m->chk_at = 0;
+		if (m->nchk != HP_MEMO_CHECKS_LONG) {
+			m->chk_end = m->chk + 2 * (m->nchk - 1);
+			m->chk_from = -2 * (intptr_t)(m->nchk - 1);
+			m->chk_at = frame;
+		}
 		return 1;
 	}
 	/* HP_MEMO_CHECKS_LONG: a walk with more words than chk holds reads them in place. */

@@ -90,6 +90,11 @@ struct hp_unwind_memo {
 	/* The frame the walk began at while chk holds its words, else 0: all the inline check
 	 * needs to know besides the modules' count and max. */
 	uintptr_t chk_at;
+	/* While chk_at is set, the inline check's loop as it runs: its last pair and its count
+	 * up to 0 (-2 * the pairs after the first), kept so as not to work them out from nchk
+	 * at every allocation. */
+	const uintptr_t *chk_end;
+	intptr_t chk_from;
 	uintptr_t chk[2 * HP_MEMO_CHECKS];
 	struct hp_unwind_step st[];
 };
@@ -142,8 +147,8 @@ int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsig
 static inline int hp_unwind_memo_checks_hold(const struct hp_unwind_memo *m)
 {
 	/* Counted up to 0 from below the end: the count is the loop's test. */
-	const uintptr_t *end = m->chk + 2 * (m->nchk - 1);
-	for (intptr_t i = -2 * (intptr_t)(m->nchk - 1); i; i += 2)
+	const uintptr_t *end = m->chk_end;
+	for (intptr_t i = m->chk_from; i; i += 2)
 		if (*(const uintptr_t *)end[i] != end[i + 1])
 			return 0;
 	return 1;
