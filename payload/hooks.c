@@ -461,51 +461,20 @@ __attribute__((noinline)) static uint32_t guess_or_walk(struct hp_thread *t,
 	return id;
 }
 
-/* Full mode's allocation after the counts and the sampling test (record_alloc). */
-__attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, void *p, size_t n,
-							uintptr_t frame)
+/* The live map's insert and the site's add of an allocation whose stack is known. */
+__attribute__((always_inline)) static inline void
+record_alloc_tail(struct hp_thread *t, void *p, size_t n, uint32_t stack, uint64_t rate)
 {
-	uint32_t again = 0;
-	if (t->memo_next & MEMO_SURE)
-		again = next_memo_repeats(t, frame);
-	else if (t->memo_next & MEMO_GUESSED)
-		/* After a guess the next one most likely holds too (a recursion's nodes): tried
-		 * before a memo is picked, which would find none of them. */
-		again = hp_stack_guess(t->scache, hp_stack_guessed(t->scache), frame);
-	uint64_t rate = rate_now(), w = HP_FX_ONE;
+	uint64_t w = HP_FX_ONE;
 	struct hp_live_val old,
-	    v = {.size = n, .birth_ms = atomic_load_explicit(&hp_round_ms, memory_order_relaxed)};
+	    v = {.stack = stack,
+		 .size = n,
+		 .birth_ms = atomic_load_explicit(&hp_round_ms, memory_order_relaxed)};
 	if (rate) {
 		w = hp_weight_fx(n, rate);
 		v.size |= HP_LIVE_SAMPLED;
 	}
-	if (again) {
-		v.stack = again;
-	} else if (!thread_memos(t)) {
-		v.stack = guess_or_walk(t, NULL, 0, frame, 0);
-	} else {
-		unsigned slot = memo_pick(t, frame);
-		struct hp_unwind_memo *m = memo_at(t, slot);
-		if (m->id && hp_unwind_memo_repeats(m, frame, hp.args.max_depth)) {
-			v.stack = m->id;
-			/* Memos whose walks repeat learn which follows which, though not from a
-			 * guess, which no memo holds. */
-			unsigned next = 0;
-			if (!(t->memo_next & MEMO_GUESSED)) {
-				struct hp_unwind_memo *prev = memo_at(t, t->memo_last);
-				prev->next =
-				    (uint16_t)(slot |
-					       ((uint8_t)prev->next == slot ? MEMO_SURE : 0));
-				next = m->next;
-			}
-			t->memo_last = (uint8_t)slot;
-			t->memo_next = (uint16_t)next;
-		} else {
-			/* The walk need not find again that it does not repeat m's. */
-			v.stack = guess_or_walk(t, m, slot, frame, m->id != 0);
-		}
-	}
-	if (!v.stack)
+	if (!stack)
 		lost(t);
 	int rc = hp_live_insert((uintptr_t)p, v, &old);
 	if (rc < 0) {
@@ -516,44 +485,81 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 	 * that block is gone, so its site gets the free. */
 	if (rc == 1)
 		free_found(t, &old, 0);
-	hp_thread_add_alloc(t, hp_site_key(v.stack, hp_size_code(n)), w, n);
+	hp_thread_add_alloc(t, hp_site_key(stack, hp_size_code(n)), w, n);
 }
 
-/* A loop's or a request's allocation, exact: its stack the one of the memo that followed
- * the last one's (MEMO_SURE), whose checks hold; its block's word of the direct map
- * written before, with room for its size; its site's counter found without a call. Inline
- * in the hooks, where record_alloc_rest's call saved and restored six registers and
- * passed four arguments for this path too: threadtest's pair 342 to 295 instructions.
- * Everything is looked at before anything is written, so 0 leaves the allocation to
- * record_alloc_rest whole. */
-__attribute__((always_inline)) static inline int record_alloc_repeat(struct hp_thread *t, void *p,
-								     size_t n, uintptr_t frame)
+/* record_alloc_tail out of line, exact (no sampling), for the hooks' own stacks. */
+__attribute__((noinline)) static void record_alloc_stack(struct hp_thread *t, void *p, size_t n,
+							 uint32_t stack)
 {
-	if (!(t->memo_next & MEMO_SURE) || !hp_threads_fenced || n > DM_SIZE_INLINE ||
-	    !dm_covers((uintptr_t)p))
+	record_alloc_tail(t, p, n, stack, 0);
+}
+
+/* The stack id of an allocation from frame whose memo_next names none that holds: the
+ * memo its walk went into before, if that walk repeats, else a guess or a walk. */
+static uint32_t pick_or_walk(struct hp_thread *t, uintptr_t frame)
+{
+	unsigned slot = memo_pick(t, frame);
+	struct hp_unwind_memo *m = memo_at(t, slot);
+	if (!m->id || !hp_unwind_memo_repeats(m, frame, hp.args.max_depth))
+		/* The walk need not find again that it does not repeat m's. */
+		return guess_or_walk(t, m, slot, frame, m->id != 0);
+	/* Memos whose walks repeat learn which follows which, though not from a guess, which
+	 * no memo holds. */
+	unsigned next = 0;
+	if (!(t->memo_next & MEMO_GUESSED)) {
+		struct hp_unwind_memo *prev = memo_at(t, t->memo_last);
+		prev->next = (uint16_t)(slot | ((uint8_t)prev->next == slot ? MEMO_SURE : 0));
+		next = m->next;
+	}
+	t->memo_last = (uint8_t)slot;
+	t->memo_next = (uint16_t)next;
+	return m->id;
+}
+
+/* Full mode's allocation after the counts and the sampling test (record_alloc); tried: the
+ * hook found already that neither the memo that followed nor a guess (memo_next) holds. */
+__attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, void *p, size_t n,
+							uintptr_t frame, int tried)
+{
+	uint32_t again = 0;
+	if (!tried && (t->memo_next & MEMO_SURE))
+		again = next_memo_repeats(t, frame);
+	else if (!tried && (t->memo_next & MEMO_GUESSED))
+		/* After a guess the next one most likely holds too (a recursion's nodes): tried
+		 * before a memo is picked, which would find none of them. */
+		again = hp_stack_guess_again(t->scache, frame);
+	if (!again)
+		again =
+		    thread_memos(t) ? pick_or_walk(t, frame) : guess_or_walk(t, NULL, 0, frame, 0);
+	record_alloc_tail(t, p, n, again, rate_now());
+}
+
+/* The common exact allocation's insert and add, inline in the hooks: its block's word of
+ * the direct map written before, with room for its size, and its site's counter found
+ * without a call. 0 when not so, with nothing written. */
+__attribute__((always_inline)) static inline int record_alloc_near(struct hp_thread *t, void *p,
+								   size_t n, uint32_t stack)
+{
+	if (!hp_threads_fenced || n > DM_SIZE_INLINE || !dm_covers((uintptr_t)p))
 		return 0;
-	unsigned s = (uint8_t)t->memo_next;
-	struct hp_unwind_memo *m = memo_at(t, s);
-	struct dm_chunk *ch;
-	if (!m->id || !hp_unwind_memo_holds(m, frame, hp.args.max_depth) ||
-	    !(ch = dm_chunk_at((uintptr_t)p)))
+	struct dm_chunk *ch = dm_chunk_at((uintptr_t)p);
+	if (!ch)
 		return 0;
 	_Atomic uint64_t *w = dm_word(ch, (uintptr_t)p);
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	if (!e || dm_is_block(e))
 		return 0;
-	uint64_t key = hp_site_key(m->id, hp_size_code(n));
+	uint64_t key = hp_site_key(stack, hp_size_code(n));
 	hp_seq_step(t);
 	struct hp_site_ctr *c =
 	    hp_thread_ctr_near(t, atomic_load_explicit(&t->active, memory_order_relaxed), key);
 	if (c) {
-		t->memo_last = (uint8_t)s;
-		t->memo_next = m->next;
 		/* The size fits the word: no size word to write first (dm_store). */
 		atomic_store_explicit(
 		    w,
 		    dm_pack((struct hp_live_val){
-			.stack = m->id,
+			.stack = stack,
 			.size = n,
 			.birth_ms = atomic_load_explicit(&hp_round_ms, memory_order_relaxed)}),
 		    memory_order_release);
@@ -561,6 +567,34 @@ __attribute__((always_inline)) static inline int record_alloc_repeat(struct hp_t
 	}
 	hp_seq_step(t);
 	return c != NULL;
+}
+
+/* An exact allocation whose stack memo_next names: the memo that followed the last one's
+ * (MEMO_SURE; a loop's, a request's) once its checks hold, or the guess that follows the
+ * last guess (MEMO_GUESSED; a recursion's nodes). Inline in the hooks, with the insert and
+ * the add of its common case (record_alloc_near), where record_alloc_rest's call saved
+ * and restored six registers and passed four arguments for these paths too: threadtest's
+ * pair 342 to 295 instructions, binary-trees' node 520 to 460. 0 when memo_next names no
+ * stack that holds, with nothing written: record_alloc_rest does the rest. */
+__attribute__((always_inline)) static inline int record_alloc_named(struct hp_thread *t, void *p,
+								    size_t n, uintptr_t frame)
+{
+	uint32_t id;
+	if (t->memo_next & MEMO_SURE) {
+		unsigned s = (uint8_t)t->memo_next;
+		struct hp_unwind_memo *m = memo_at(t, s);
+		if (!m->id || !hp_unwind_memo_holds(m, frame, hp.args.max_depth))
+			return 0;
+		id = m->id;
+		t->memo_last = (uint8_t)s;
+		t->memo_next = m->next;
+	} else if (!(t->memo_next & MEMO_GUESSED) ||
+		   !(id = hp_stack_guess_again(t->scache, frame))) {
+		return 0;
+	}
+	if (!record_alloc_near(t, p, n, id))
+		record_alloc_stack(t, p, n, id);
+	return 1;
 }
 
 /* Full mode's allocation: the counts and, under sampling, the countdown are inline in
@@ -575,9 +609,12 @@ __attribute__((always_inline)) static inline void record_alloc_full(struct hp_th
 	/* Only the live map's frees ask which block was last (take_last). */
 	t->last_alloc = (uintptr_t)p;
 	uint64_t rate = rate_now();
-	if (rate ? !hp_sample_hit(t, n, rate) : record_alloc_repeat(t, p, n, frame))
-		return;
-	record_alloc_rest(t, p, n, frame);
+	if (rate) {
+		if (hp_sample_hit(t, n, rate))
+			record_alloc_rest(t, p, n, frame, 0);
+	} else if (!record_alloc_named(t, p, n, frame)) {
+		record_alloc_rest(t, p, n, frame, 1);
+	}
 }
 
 __attribute__((always_inline)) static inline void record_alloc(struct hp_thread *t, void *p,

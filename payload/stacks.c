@@ -484,6 +484,11 @@ uint32_t hp_stack_guessed(const struct hp_stack_cache *c)
 	return c->guessed;
 }
 
+uint32_t hp_stack_guess_again(struct hp_stack_cache *c, uintptr_t frame)
+{
+	return hp_stack_guess(c, c->guessed, frame);
+}
+
 /* The checks of id, made from m, into the check arena, by the first thread to find it
  * without; checks of another modules' count are made again, since ids outlive a dlclose. */
 static void make_checks(uint32_t id, const struct hp_unwind_memo *m, uintptr_t frame)

@@ -61,6 +61,8 @@ void hp_stack_prefetch_after(uint32_t last);
 
 uint32_t hp_stack_guess(struct hp_stack_cache *c, uint32_t last, uintptr_t frame);
 uint32_t hp_stack_guessed(const struct hp_stack_cache *c);
+/* hp_stack_guess after the thread's last guessed stack (hp_stack_guessed). */
+uint32_t hp_stack_guess_again(struct hp_stack_cache *c, uintptr_t frame);
 /* After a walk from frame into m that got id, the capture before having got last. */
 void hp_stack_learn(uint32_t last, uint32_t id, const struct hp_unwind_memo *m, uintptr_t frame);
 
