@@ -74,6 +74,15 @@ static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
 	return &c->w[(addr >> 4) & (DM_WORDS - 1)];
 }
 
+/* The word of addr when the direct map covers it and its chunk was made, else NULL. */
+__attribute__((always_inline)) static inline _Atomic uint64_t *dm_word_at(uintptr_t addr)
+{
+	if (!dm_covers(addr))
+		return NULL;
+	struct dm_chunk *ch = dm_chunk_at(addr);
+	return ch ? dm_word(ch, addr) : NULL;
+}
+
 static inline _Atomic uint64_t *dm_bits(struct dm_chunk *c, uint64_t pg, uint64_t *bit)
 {
 	*bit = 1ull << (pg & 63);

@@ -541,12 +541,9 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 __attribute__((always_inline)) static inline int record_alloc_near(struct hp_thread *t, void *p,
 								   size_t n, uint32_t stack)
 {
-	if (!hp_threads_fenced || n > DM_SIZE_INLINE || !dm_covers((uintptr_t)p))
+	_Atomic uint64_t *w;
+	if (!hp_threads_fenced || n > DM_SIZE_INLINE || !(w = dm_word_at((uintptr_t)p)))
 		return 0;
-	struct dm_chunk *ch = dm_chunk_at((uintptr_t)p);
-	if (!ch)
-		return 0;
-	_Atomic uint64_t *w = dm_word(ch, (uintptr_t)p);
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	if (!e || dm_is_block(e))
 		return 0;
@@ -657,13 +654,9 @@ __attribute__((always_inline)) static inline void record_free_full(struct hp_thr
 _Static_assert(DM_SIZE_INLINE <= HP_EXACT_SIZE_MAX, "a size the word holds is an exact key's");
 __attribute__((always_inline)) static inline int record_free_exact(struct hp_thread *t, void *p)
 {
-	uintptr_t a = (uintptr_t)p;
-	if (!hp_threads_fenced || !dm_covers(a))
+	_Atomic uint64_t *w;
+	if (!hp_threads_fenced || !(w = dm_word_at((uintptr_t)p)))
 		return 0;
-	struct dm_chunk *ch = dm_chunk_at(a);
-	if (!ch)
-		return 0;
-	_Atomic uint64_t *w = dm_word(ch, a);
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	uint64_t n = dm_plain_size(e);
 	if (!dm_is_block(e) || n == DM_SIZE_NEXT)
