@@ -69,18 +69,23 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
-/* The thread's record when it is recording and the record is at its home slot with its
- * guard clear; else NULL, and enter() knows more. Calls nothing, so a hook whose every
- * call is a tail call saves no register for it. */
-__attribute__((always_inline)) static inline struct hp_thread *home_record(void)
+/* The thread's record when it is recording and the record is at its home slot; else
+ * NULL, and enter() knows more. Calls nothing, so a hook whose every call is a tail call
+ * saves no register for it. */
+__attribute__((always_inline)) static inline struct hp_thread *home_slot(void)
 {
 	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed))
 		return NULL;
 	uintptr_t self = hp_self();
 	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
-	if (atomic_load_explicit(&t->key, memory_order_acquire) != self || t->guard)
-		return NULL;
-	return t;
+	return atomic_load_explicit(&t->key, memory_order_acquire) == self ? t : NULL;
+}
+
+/* home_slot's record when its guard is clear. */
+__attribute__((always_inline)) static inline struct hp_thread *home_record(void)
+{
+	struct hp_thread *t = home_slot();
+	return t && !t->guard ? t : NULL;
 }
 
 /* home_record's record, its guard set. */
@@ -962,15 +967,21 @@ HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
 static void hk_free_exact(void *p)
 {
 	struct hp_thread *t = enter_home();
+	int done;
 	if (t) {
-		int done = !p || record_free_exact(t, p);
+		done = !p || record_free_exact(t, p);
 		t->guard = 0;
-		if (done) {
-			REAL(HK_FREE, void (*)(void *))(p);
-			return;
-		}
+	} else {
+		/* Guarded: a free inside a hooked call (a real operator delete's), counted
+		 * there. */
+		t = home_slot();
+		done = t && t->guard;
 	}
-	hk_free_general(p);
+	if (!done) {
+		hk_free_general(p);
+		return;
+	}
+	REAL(HK_FREE, void (*)(void *))(p);
 }
 
 /* The same for the plain deletes, whose real call keeps the guard: it frees through free,
