@@ -160,23 +160,30 @@ static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
 	return 1;
 }
 
-/* The common insert, done when it returns 1: a block of a chunk made already whose word was
- * written before (DM_GONE), and so was its page, and whose size word, if it needs one, lies
- * in the same page or one written already. The filter is never on with the direct map. */
+/* The word of the common insert of a block of n bytes at addr, else NULL: a word of a
+ * chunk made already that was written before (DM_GONE), and so was its page, and whose size
+ * word, if it needs one, lies in the same page or one written already. The filter is never
+ * on with the direct map. */
+__attribute__((always_inline)) static inline _Atomic uint64_t *dm_word_again(uintptr_t addr,
+									     uint64_t n)
+{
+	_Atomic uint64_t *w = dm_word_at(addr);
+	if (!w)
+		return NULL;
+	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
+	if (!e || dm_is_block(e) ||
+	    (n > DM_SIZE_INLINE && (addr >> 4) % DM_WORDS_PER_PAGE == DM_WORDS_PER_PAGE - 1 &&
+	     !dm_written(dm_chunk_at(addr), w + 1)))
+		return NULL;
+	return w;
+}
+
+/* The common insert, done when it returns 1 (dm_word_again). */
 __attribute__((always_inline)) static inline int dm_insert_again(uintptr_t addr,
 								 struct hp_live_val v)
 {
-	if (!dm_covers(addr))
-		return 0;
-	struct dm_chunk *ch = dm_chunk_at(addr);
-	if (!ch)
-		return 0;
-	_Atomic uint64_t *w = dm_word(ch, addr);
-	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
-	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
-	if (!e || dm_is_block(e) ||
-	    (n > DM_SIZE_INLINE && (addr >> 4) % DM_WORDS_PER_PAGE == DM_WORDS_PER_PAGE - 1 &&
-	     !dm_written(ch, w + 1)))
+	_Atomic uint64_t *w = dm_word_again(addr, v.size & ~HP_LIVE_SAMPLED);
+	if (!w)
 		return 0;
 	dm_store(w, v);
 	return 1;

@@ -383,25 +383,34 @@ static uint32_t last_stack(struct hp_thread *t)
 	return memo_at(t, t->memo_last)->id;
 }
 
-/* With MEMO_SURE in memo_next: the stack id of an allocation from frame when it repeats
- * the walk of the memo that followed the thread's last one, else 0. A loop that allocates
- * at one place (most of threadtest's, shbench's, queue's allocations) finds its walk in
- * the last memo itself, and a request that goes through a few paths in the same order (a
- * server's) the next path's walk in the memo of the next: checked at once, with no begin
- * word to make and no set to look through, 50 instructions of microbench's pair. Only
- * where the same memo followed twice in a row, since after a path that other paths follow
- * in turn the guess would be wrong every other time. The clock is not told: the memo was
- * picked when its path began, and a set's hand moves only when another path of the set
- * needs one. */
-static uint32_t next_memo_repeats(struct hp_thread *t, uintptr_t frame)
+/* The stack id of an allocation from frame that memo_next names, once it holds, else 0.
+ * With MEMO_SURE, the memo that followed the thread's last one, when its walk repeats: a
+ * loop that allocates at one place (most of threadtest's, shbench's, queue's allocations)
+ * finds its walk in the last memo itself, and a request that goes through a few paths in
+ * the same order (a server's) the next path's walk in the memo of the next: checked at
+ * once, with no begin word to make and no set to look through, 50 instructions of
+ * microbench's pair. Only where the same memo followed twice in a row, since after a path
+ * that other paths follow in turn the guess would be wrong every other time. The clock is
+ * not told: the memo was picked when its path began, and a set's hand moves only when
+ * another path of the set needs one. With MEMO_GUESSED, the guess after the last guess:
+ * after a guess the next one most likely holds too (a recursion's nodes), and is tried
+ * before a memo is picked, which would find none of them. */
+__attribute__((always_inline)) static inline uint32_t named_stack(struct hp_thread *t,
+								  uintptr_t frame)
 {
-	unsigned s = (uint8_t)t->memo_next;
-	struct hp_unwind_memo *m = memo_at(t, s);
-	if (m->chk_at != frame || !m->id || !hp_unwind_memo_repeats(m, frame, hp.args.max_depth))
-		return 0;
-	t->memo_last = (uint8_t)s;
-	t->memo_next = m->next;
-	return m->id;
+	if (t->memo_next & MEMO_SURE) {
+		unsigned s = (uint8_t)t->memo_next;
+		struct hp_unwind_memo *m = memo_at(t, s);
+		/* Read before the stores below, which might alias it as far as GCC knows: the
+		 * caller's test of the id is then known to pass. */
+		uint32_t id = m->id;
+		if (!id || !hp_unwind_memo_holds(m, frame, hp.args.max_depth))
+			return 0;
+		t->memo_last = (uint8_t)s;
+		t->memo_next = m->next;
+		return id;
+	}
+	return (t->memo_next & MEMO_GUESSED) ? hp_stack_guess_again(t->scache, frame) : 0;
 }
 
 /* Extended mode's size histogram: a site without a stack per size. */
@@ -523,17 +532,11 @@ static uint32_t pick_or_walk(struct hp_thread *t, uintptr_t frame)
 }
 
 /* Full mode's allocation after the counts and the sampling test (record_alloc); tried: the
- * hook found already that neither the memo that followed nor a guess (memo_next) holds. */
+ * hook found already that memo_next names no stack that holds (named_stack). */
 __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, void *p, size_t n,
 							uintptr_t frame, int tried)
 {
-	uint32_t again = 0;
-	if (!tried && (t->memo_next & MEMO_SURE))
-		again = next_memo_repeats(t, frame);
-	else if (!tried && (t->memo_next & MEMO_GUESSED))
-		/* After a guess the next one most likely holds too (a recursion's nodes): tried
-		 * before a memo is picked, which would find none of them. */
-		again = hp_stack_guess_again(t->scache, frame);
+	uint32_t again = tried ? 0 : named_stack(t, frame);
 	if (!again)
 		again =
 		    thread_memos(t) ? pick_or_walk(t, frame) : guess_or_walk(t, NULL, 0, frame, 0);
@@ -541,59 +544,40 @@ __attribute__((noinline)) static void record_alloc_rest(struct hp_thread *t, voi
 }
 
 /* The common exact allocation's insert and add, inline in the hooks: its block's word of
- * the direct map written before, with room for its size, and its site's counter found
- * without a call. 0 when not so, with nothing written. */
+ * the direct map written before (dm_word_again), its size in the word, and its site's
+ * counter found without a call. 0 when not so, with nothing written. */
 __attribute__((always_inline)) static inline int record_alloc_near(struct hp_thread *t, void *p,
 								   size_t n, uint32_t stack)
 {
 	_Atomic uint64_t *w;
-	if (!hp_threads_fenced || n > DM_SIZE_INLINE || !(w = dm_word_at((uintptr_t)p)))
-		return 0;
-	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
-	if (!e || dm_is_block(e))
+	if (!hp_threads_fenced || n > DM_SIZE_INLINE || !(w = dm_word_again((uintptr_t)p, n)))
 		return 0;
 	uint64_t key = hp_site_key(stack, hp_size_code(n));
 	hp_seq_step(t);
 	struct hp_site_ctr *c =
 	    hp_thread_ctr_near(t, atomic_load_explicit(&t->active, memory_order_relaxed), key);
 	if (c) {
-		/* The size fits the word: no size word to write first (dm_store). */
-		atomic_store_explicit(
-		    w,
-		    dm_pack((struct hp_live_val){
-			.stack = stack,
-			.size = n,
-			.birth_ms = atomic_load_explicit(&hp_round_ms, memory_order_relaxed)}),
-		    memory_order_release);
+		dm_store(w, (struct hp_live_val){.stack = stack,
+						 .size = n,
+						 .birth_ms = atomic_load_explicit(
+						     &hp_round_ms, memory_order_relaxed)});
 		c->allocs += HP_FX_ONE;
 	}
 	hp_seq_step(t);
 	return c != NULL;
 }
 
-/* An exact allocation whose stack memo_next names: the memo that followed the last one's
- * (MEMO_SURE; a loop's, a request's) once its checks hold, or the guess that follows the
- * last guess (MEMO_GUESSED; a recursion's nodes). Inline in the hooks, with the insert and
- * the add of its common case (record_alloc_near), where record_alloc_rest's call saved
+/* An exact allocation whose stack memo_next names (named_stack). Inline in the hooks, with the
+ * insert and the add of its common case (record_alloc_near), where record_alloc_rest's call saved
  * and restored six registers and passed four arguments for these paths too: threadtest's
  * pair 342 to 295 instructions, binary-trees' node 520 to 460. 0 when memo_next names no
  * stack that holds, with nothing written: record_alloc_rest does the rest. */
 __attribute__((always_inline)) static inline int record_alloc_named(struct hp_thread *t, void *p,
 								    size_t n, uintptr_t frame)
 {
-	uint32_t id;
-	if (t->memo_next & MEMO_SURE) {
-		unsigned s = (uint8_t)t->memo_next;
-		struct hp_unwind_memo *m = memo_at(t, s);
-		if (!m->id || !hp_unwind_memo_holds(m, frame, hp.args.max_depth))
-			return 0;
-		id = m->id;
-		t->memo_last = (uint8_t)s;
-		t->memo_next = m->next;
-	} else if (!(t->memo_next & MEMO_GUESSED) ||
-		   !(id = hp_stack_guess_again(t->scache, frame))) {
+	uint32_t id = named_stack(t, frame);
+	if (!id)
 		return 0;
-	}
 	if (!record_alloc_near(t, p, n, id))
 		record_alloc_stack(t, p, n, id);
 	return 1;

@@ -153,19 +153,23 @@ static inline int hp_unwind_memo_checks_hold(const struct hp_unwind_memo *m)
 			return 0;
 	return 1;
 }
-/* 1 if m's checks, made at frame for max and the modules as they are, all hold; 0 too
- * when they were made otherwise (hp_unwind_memo_repeats then knows more). */
+/* 1 if m's checks were made at frame, for max and the modules as they are. */
+static inline int hp_unwind_memo_checks_current(const struct hp_unwind_memo *m, uintptr_t frame,
+						unsigned max)
+{
+	return m->chk_at == frame && m->max == max &&
+	       m->gen == atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
+}
+/* 1 if m's checks are current and all hold; 0 too when they are not current
+ * (hp_unwind_memo_repeats then knows more). */
 static inline int hp_unwind_memo_holds(const struct hp_unwind_memo *m, uintptr_t frame,
 				       unsigned max)
 {
-	return m->chk_at == frame && m->max == max &&
-	       m->gen == atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed) &&
-	       hp_unwind_memo_checks_hold(m);
+	return hp_unwind_memo_checks_current(m, frame, max) && hp_unwind_memo_checks_hold(m);
 }
 static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
-	if (m->chk_at != frame || m->max != max ||
-	    m->gen != atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed))
+	if (!hp_unwind_memo_checks_current(m, frame, max))
 		return hp_unwind_memo_repeats_slow(m, frame, max);
 	return hp_unwind_memo_checks_hold(m);
 }
