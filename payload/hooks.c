@@ -256,11 +256,27 @@ struct memo_set {
 	uint64_t begin[MEMO_WAYS];
 	uint8_t used, hand;
 } __attribute__((aligned(64)));
+/* The order of a thread's memos where their own next (MEMO_SURE, below) cannot say it: a
+ * memo met several times in a request with another follower each time (redis-server's: a
+ * loop's three allocations, then another path's, "0 0 0 25"; request-paths' wrapper after
+ * each of its callers). hist holds the memos that the last choices took, a byte each, the
+ * newest lowest; next, by a hash of its last four, the memo that followed them the last
+ * time, MEMO_SURE when the same one did the time before too. A memo a sure next led to is
+ * left out of hist, which it adds nothing to, so a loop's and a sure order's allocations
+ * pay no more than the test of MEMO_SURE. In a trace of redis-server (redis-benchmark -P
+ * 16, 20000 requests a test), 43% of the allocations picked their memo without it, 7%
+ * with it. */
+#define ORDER_BITS 7u
+struct memo_order {
+	uint64_t hist;
+	uint16_t next[1u << ORDER_BITS];
+};
 struct memo_keys {
 	struct memo_set set[MEMO_SETS];
 	struct {
 		uint64_t w[MEMO_WAYS];
 	} __attribute__((aligned(64))) second[MEMO_SETS];
+	struct memo_order order __attribute__((aligned(64)));
 };
 _Static_assert(sizeof(struct memo_keys) <= HP_UNWIND_MEMOS_HEAD, "the memos' head holds it");
 _Static_assert(MEMO_WAYS <= 8, "used has a bit per way");
@@ -375,6 +391,52 @@ static uint32_t capture_id(struct hp_thread *t, const struct hp_unwind_memo *m,
  * no memo holds; memo_last still names the thread's last walk. */
 #define MEMO_GUESSED 0x200u
 
+/* In the thread's memo_next only: the order was asked for memo_last's follower (ASKED),
+ * and named it (PUSHED: hist holds it already, until it fails its check). */
+#define MEMO_ASKED 0x400u
+#define MEMO_PUSHED 0x800u
+
+static struct memo_order *order_of(struct hp_thread *t)
+{
+	return &((struct memo_keys *)hp_unwind_memos_head(t->memo))->order;
+}
+
+static uint16_t *order_next(struct memo_order *o)
+{
+	return &o->next[((uint32_t)o->hist * 0x9e3779b1u) >> (32 - ORDER_BITS)];
+}
+
+/* memo_next after a memo whose own next, nx, is not sure. */
+static uint16_t next_by_order(struct hp_thread *t, uint16_t nx)
+{
+	struct memo_order *o = order_of(t);
+	uint16_t e = *order_next(o);
+	if (!(e & MEMO_SURE))
+		return (uint16_t)(nx | MEMO_ASKED);
+	o->hist = o->hist << 8 | (uint8_t)e;
+	return (uint16_t)(e | MEMO_ASKED | MEMO_PUSHED);
+}
+
+/* memo_next after a memo whose own next is nx. */
+__attribute__((always_inline)) static inline uint16_t next_after(struct hp_thread *t, uint16_t nx)
+{
+	return __builtin_expect(nx & MEMO_SURE, 1) ? nx : next_by_order(t, nx);
+}
+
+/* The order learns that the thread's allocation went to memo slot, which memo_next did not
+ * name (not a guess's: no memo holds those). */
+static void order_learn(struct hp_thread *t, unsigned slot)
+{
+	struct memo_order *o = order_of(t);
+	if (t->memo_next & MEMO_PUSHED)
+		o->hist >>= 8;
+	if (t->memo_next & MEMO_ASKED) {
+		uint16_t *e = order_next(o);
+		*e = (uint16_t)(slot | ((uint8_t)*e == slot ? MEMO_SURE : 0));
+	}
+	o->hist = o->hist << 8 | slot;
+}
+
 /* The stack id of the thread's last allocation. */
 static uint32_t last_stack(struct hp_thread *t)
 {
@@ -406,8 +468,8 @@ __attribute__((always_inline)) static inline uint32_t named_stack(struct hp_thre
 		uint32_t id = m->id;
 		if (!id || !hp_unwind_memo_holds(m, frame, hp.args.max_depth))
 			return 0;
+		t->memo_next = next_after(t, m->next);
 		t->memo_last = (uint8_t)s;
-		t->memo_next = m->next;
 		return id;
 	}
 	return (t->memo_next & MEMO_GUESSED) ? hp_stack_guess_again(t->scache, frame) : 0;
@@ -467,6 +529,8 @@ __attribute__((noinline)) static uint32_t guess_or_walk(struct hp_thread *t,
 		if (guessing)
 			hp_stack_learn(last, id, m, frame);
 		m->id = id;
+		if (!(t->memo_next & MEMO_GUESSED))
+			order_learn(t, slot);
 		/* A memo that walks (each depth's of a recursion) would be guessed only to fail
 		 * its check: none follows it. */
 		t->memo_last = (uint8_t)slot;
@@ -524,7 +588,8 @@ static uint32_t pick_or_walk(struct hp_thread *t, uintptr_t frame)
 	if (!(t->memo_next & MEMO_GUESSED)) {
 		struct hp_unwind_memo *prev = memo_at(t, t->memo_last);
 		prev->next = (uint16_t)(slot | ((uint8_t)prev->next == slot ? MEMO_SURE : 0));
-		next = m->next;
+		order_learn(t, slot);
+		next = next_after(t, m->next);
 	}
 	t->memo_last = (uint8_t)slot;
 	t->memo_next = (uint16_t)next;

@@ -114,7 +114,7 @@ unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
  * Only the first is ready for walks: each other one is made ready by hp_unwind_memos_ready
  * before its first use, and its pages are touched and counted in hp_mapped_bytes only then
  * (a thread of one allocation path uses two of its 28 memos: 7 KB, not 87). */
-#define HP_UNWIND_MEMOS_HEAD 512u
+#define HP_UNWIND_MEMOS_HEAD 1024u
 size_t hp_unwind_memo_size(unsigned max);
 struct hp_unwind_memo *hp_unwind_memo_new(unsigned max);
 void hp_unwind_memo_free(struct hp_unwind_memo *m);
