@@ -56,17 +56,33 @@ static inline int dm_is_block(uint64_t e)
 	return (e & (DM_BLOCK | DM_NEXT)) == DM_BLOCK;
 }
 
-/* 1 if the block at addr has its word in the direct map, never an entry in the table (nor
- * a count in the filter: the direct map is off when it is on). */
-static inline int dm_covers(uintptr_t addr)
+/* hp_dm_dir for the hooks' inline insert and remove (hooks.c), which also add to the
+ * thread's site counters without its lock and so need the fence too (threads.h,
+ * hp_threads_fenced): set by hp_hooks_arm, NULL when either is off, so that a hook tests
+ * one pointer for both. Cleared with hp_dm_dir. */
+extern _Atomic(struct dm_chunk *) *hp_dm_near __attribute__((visibility("hidden")));
+
+/* 1 if dir (hp_dm_dir or hp_dm_near) is on and the block at addr has its word there, never
+ * an entry in the table (nor a count in the filter: the direct map is off when it is on). */
+static inline int dm_covers_in(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
 {
-	return hp_dm_dir && !(addr & (~((1ull << 47) - 1) | 15));
+	return dir && !(addr & (~((1ull << 47) - 1) | 15));
 }
 
-/* The chunk of a covered addr, NULL if none was made. */
+static inline int dm_covers(uintptr_t addr)
+{
+	return dm_covers_in(hp_dm_dir, addr);
+}
+
+/* The chunk of an addr dir covers, NULL if none was made. */
+static inline struct dm_chunk *dm_chunk_in(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
+{
+	return atomic_load_explicit(&dir[addr >> DM_CHUNK_SHIFT], memory_order_acquire);
+}
+
 static inline struct dm_chunk *dm_chunk_at(uintptr_t addr)
 {
-	return atomic_load_explicit(&hp_dm_dir[addr >> DM_CHUNK_SHIFT], memory_order_acquire);
+	return dm_chunk_in(hp_dm_dir, addr);
 }
 
 static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
@@ -74,12 +90,13 @@ static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
 	return &c->w[(addr >> 4) & (DM_WORDS - 1)];
 }
 
-/* The word of addr when the direct map covers it and its chunk was made, else NULL. */
-__attribute__((always_inline)) static inline _Atomic uint64_t *dm_word_at(uintptr_t addr)
+/* The word of addr when dir covers it and its chunk was made, else NULL. */
+__attribute__((always_inline)) static inline _Atomic uint64_t *
+dm_word_in(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
 {
-	if (!dm_covers(addr))
+	if (!dm_covers_in(dir, addr))
 		return NULL;
-	struct dm_chunk *ch = dm_chunk_at(addr);
+	struct dm_chunk *ch = dm_chunk_in(dir, addr);
 	return ch ? dm_word(ch, addr) : NULL;
 }
 
@@ -160,18 +177,18 @@ static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
 	return 1;
 }
 
-/* The word of the common insert of a block of n bytes at addr, else NULL: a word of a
+/* The word of the common insert of a block of n bytes at addr in dir, else NULL: a word of a
  * chunk made already, not a block's, whose page was admitted (a word written before,
  * DM_GONE, says so without the bitmap), and whose size word, if it needs one, lies in the
  * same page or one written already. A word never written is a block's first at that
  * address: parse-json's DOM, whose blocks start at new places every document, had 48% of
  * its allocations insert out of line for it. The filter is never on with the direct map. */
-__attribute__((always_inline)) static inline _Atomic uint64_t *dm_word_again(uintptr_t addr,
-									     uint64_t n)
+__attribute__((always_inline)) static inline _Atomic uint64_t *
+dm_word_again(_Atomic(struct dm_chunk *) *dir, uintptr_t addr, uint64_t n)
 {
-	if (!dm_covers(addr))
+	if (!dm_covers_in(dir, addr))
 		return NULL;
-	struct dm_chunk *ch = dm_chunk_at(addr);
+	struct dm_chunk *ch = dm_chunk_in(dir, addr);
 	if (!ch)
 		return NULL;
 	_Atomic uint64_t *w = dm_word(ch, addr);
@@ -187,7 +204,7 @@ __attribute__((always_inline)) static inline _Atomic uint64_t *dm_word_again(uin
 __attribute__((always_inline)) static inline int dm_insert_again(uintptr_t addr,
 								 struct hp_live_val v)
 {
-	_Atomic uint64_t *w = dm_word_again(addr, v.size & ~HP_LIVE_SAMPLED);
+	_Atomic uint64_t *w = dm_word_again(hp_dm_dir, addr, v.size & ~HP_LIVE_SAMPLED);
 	if (!w)
 		return 0;
 	dm_store(w, v);

@@ -615,7 +615,7 @@ __attribute__((always_inline)) static inline int record_alloc_near(struct hp_thr
 								   size_t n, uint32_t stack)
 {
 	_Atomic uint64_t *w;
-	if (!hp_threads_fenced || n > DM_SIZE_INLINE || !(w = dm_word_again((uintptr_t)p, n)))
+	if (n > DM_SIZE_INLINE || !(w = dm_word_again(hp_dm_near, (uintptr_t)p, n)))
 		return 0;
 	uint64_t key = hp_site_key(stack, hp_size_code(n));
 	hp_seq_step(t);
@@ -709,7 +709,7 @@ _Static_assert(DM_SIZE_INLINE <= HP_EXACT_SIZE_MAX, "a size the word holds is an
 __attribute__((always_inline)) static inline int record_free_exact(struct hp_thread *t, void *p)
 {
 	_Atomic uint64_t *w;
-	if (!hp_threads_fenced || !(w = dm_word_at((uintptr_t)p)))
+	if (!(w = dm_word_in(hp_dm_near, (uintptr_t)p)))
 		return 0;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	uint64_t n = dm_plain_size(e);
@@ -1218,6 +1218,7 @@ void hp_hooks_arm(void)
 		hooks[HK_DEL].hook = (void *)hk_del_exact;
 		hooks[HK_DEL_ARR].hook = (void *)hk_del_arr_exact;
 	}
+	hp_dm_near = hp_threads_fenced ? hp_dm_dir : NULL;
 	atomic_store(&patching, 1);
 	atomic_store(&hp.po->recording, 1);
 }

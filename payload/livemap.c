@@ -25,7 +25,7 @@ _Static_assert(sizeof(struct shard) == 64, "a shard is one line");
 static struct shard *shards;
 _Atomic int hp_live_spilled;
 
-_Atomic(struct dm_chunk *) *hp_dm_dir;
+_Atomic(struct dm_chunk *) *hp_dm_dir, *hp_dm_near;
 static _Atomic uint64_t dm_bytes; /* what the chunks count in hp_mapped_bytes */
 
 __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
@@ -108,6 +108,7 @@ static void dm_each(hp_live_fn fn, void *arg)
 
 static void dm_fini(void)
 {
+	hp_dm_near = NULL;
 	for (unsigned i = 0; hp_dm_dir && i < DM_CHUNKS; i++) {
 		struct dm_chunk *c = atomic_load(&hp_dm_dir[i]);
 		if (c)
