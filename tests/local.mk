@@ -31,6 +31,9 @@ tests_targets_mt_target_relro_LDFLAGS = -Wl,-z,relro,-z,now
 check_PROGRAMS += tests/targets/tree-target
 tests_targets_tree_target_SOURCES = tests/targets/tree-target.c
 tests_targets_tree_target_CFLAGS = $(HP_TARGET_CFLAGS)
+check_PROGRAMS += tests/targets/order-target
+tests_targets_order_target_SOURCES = tests/targets/order-target.c
+tests_targets_order_target_CFLAGS = $(HP_TARGET_CFLAGS)
 
 tests_targets_cxx_target_SOURCES = tests/targets/cxx-target.cc
 tests_targets_cxx_target_CXXFLAGS = $(HP_TARGET_CXXFLAGS)
@@ -50,9 +53,9 @@ EXTRA_DIST += $(HP_E2E_TESTS) tests/integration/lib.sh
 TESTS += tests/integration/test-e2e-modes.sh
 EXTRA_DIST += tests/integration/test-e2e-modes.sh
 TESTS += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut-stacks.sh \
-	tests/integration/test-e2e-exact-paths.sh
+	tests/integration/test-e2e-exact-paths.sh tests/integration/test-e2e-exact-order.sh
 EXTRA_DIST += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut-stacks.sh \
-	tests/integration/test-e2e-exact-paths.sh
+	tests/integration/test-e2e-exact-paths.sh tests/integration/test-e2e-exact-order.sh
 
 # Process states while attached (issue 5): fork and exec, dlopen and dlclose.
 check_PROGRAMS += tests/targets/fork-target tests/targets/dl-target tests/targets/libdltest.so
