@@ -110,7 +110,8 @@ unsigned hp_unwind_slow(uint64_t *frames, unsigned max, uintptr_t drop_lo, uintp
  * hp_unwind_memo_size bytes; NULL when none could be mapped. hp_unwind_memos_reserve
  * reserves n of them in one go, the i-th i * hp_unwind_memo_size(max) bytes after the
  * first, behind HP_UNWIND_MEMOS_HEAD zeroed bytes that are the caller's
- * (hp_unwind_memos_head: the payload's hooks keep there which walk each memo began with).
+ * (hp_unwind_memos_head: the payload's hooks keep there which walk each memo began with,
+ * and the order the memos are taken in).
  * Only the first is ready for walks: each other one is made ready by hp_unwind_memos_ready
  * before its first use, and its pages are touched and counted in hp_mapped_bytes only then
  * (a thread of one allocation path uses two of its 28 memos: 7 KB, not 87). */
