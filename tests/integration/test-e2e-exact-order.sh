@@ -39,7 +39,8 @@ hp_stop_target
 grep 'wrap ([^ ]*order-target\.c:[0-9]*) [0-9]*$' "$hp_tmp/collapsed.txt" \
 	>"$hp_tmp/wrap.txt" || hp_fail "no stack ends at wrap: $(head -n 3 "$hp_tmp/collapsed.txt")"
 n=$(wc -l <"$hp_tmp/wrap.txt")
-[ "$n" -eq 4 ] || hp_fail "$n stacks end at wrap, not one for each of its 4 callers: $(cat "$hp_tmp/wrap.txt")"
+[ "$n" -eq 4 ] ||
+	hp_fail "$n stacks end at wrap, not one for each of its 4 callers: $(cat "$hp_tmp/wrap.txt")"
 # Per caller: a twice a request, b and c once, the loop 3 + 2 + 3 times over the passes.
 for want in "req_a $((2 * 3 * N))" "req_b $((3 * N))" "req_c $((3 * N))" "req_loop $((8 * N))"; do
 	fn=${want% *} count=${want#* }
