@@ -29,10 +29,10 @@ tests_targets_mt_target_relro_CFLAGS = $(HP_TARGET_CFLAGS)
 tests_targets_mt_target_relro_LDFLAGS = -Wl,-z,relro,-z,now
 
 check_PROGRAMS += tests/targets/tree-target
-tests_targets_tree_target_SOURCES = tests/targets/tree-target.c
+tests_targets_tree_target_SOURCES = tests/targets/tree-target.c tests/targets/serve.h
 tests_targets_tree_target_CFLAGS = $(HP_TARGET_CFLAGS)
 check_PROGRAMS += tests/targets/order-target
-tests_targets_order_target_SOURCES = tests/targets/order-target.c
+tests_targets_order_target_SOURCES = tests/targets/order-target.c tests/targets/serve.h
 tests_targets_order_target_CFLAGS = $(HP_TARGET_CFLAGS)
 
 tests_targets_cxx_target_SOURCES = tests/targets/cxx-target.cc

@@ -23,13 +23,8 @@ hp_start_target "$target" $N
 fds=$(hp_fd_count "$TARGET_PID")
 hp_attach --batch --interval 100 --output "$hp_tmp/p.hpf" "$TARGET_PID"
 for pass in 1 2 3; do
-	if [ "$pass" != 1 ]; then
-		hp_send flip
-		hp_wait_line "$TARGET_OUT" '^flipped$' 30 $((pass - 1)) ||
-			hp_fail "the target did not flip its order"
-	fi
-	hp_send go
-	hp_wait_line "$TARGET_OUT" '^done$' 30 "$pass" || hp_fail "the target did not finish pass $pass"
+	[ "$pass" = 1 ] || hp_ask flip flipped
+	hp_ask go done "pass $pass"
 done
 hp_detach_session "$fds"
 hp_stop_target

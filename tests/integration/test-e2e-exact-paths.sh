@@ -26,12 +26,9 @@ fds=$(hp_fd_count "$TARGET_PID")
 hp_attach --batch --interval 100 --output "$hp_tmp/p.hpf" "$TARGET_PID"
 for pass in $(seq $PASSES); do
 	if [ "$pass" = 2 ] || [ "$pass" = 4 ]; then
-		hp_send flip
-		hp_wait_line "$TARGET_OUT" '^flipped$' 30 $((pass / 2)) ||
-			hp_fail "the target did not flip its order"
+		hp_ask flip flipped
 	fi
-	hp_send go
-	hp_wait_line "$TARGET_OUT" '^done$' 30 "$pass" || hp_fail "the target did not finish pass $pass"
+	hp_ask go done "pass $pass"
 done
 hp_detach_session "$fds"
 hp_stop_target

@@ -13,6 +13,8 @@
  *   exit  (or end of input) the process exits 0.
  * A bad N exits 2.
  */
+#include "serve.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #define MAX_BLOCKS 8
 
 static unsigned flipped;
+static unsigned long requests;
 static void *blocks[MAX_BLOCKS];
 static unsigned nblocks;
 
@@ -77,34 +80,21 @@ static void request(void)
 		free(blocks[--nblocks]);
 }
 
+static void serve_requests(void)
+{
+	for (unsigned long i = 0; i < requests; i++)
+		request();
+}
+
 int main(int argc, char **argv)
 {
-	char line[64], *end = NULL;
-	unsigned long n = argc == 2 ? strtoul(argv[1], &end, 10) : 0;
+	char *end = NULL;
 
-	if (argc != 2 || *argv[1] == '\0' || *end != '\0' || n < 1 || n > 1000000) {
+	requests = argc == 2 ? strtoul(argv[1], &end, 10) : 0;
+	if (argc != 2 || *argv[1] == '\0' || *end != '\0' || requests < 1 || requests > 1000000) {
 		fputs("usage: order-target REQUESTS (1 to 1000000)\n", stderr);
 		return 2;
 	}
-	puts("ready");
-	fflush(stdout);
-	while (fgets(line, sizeof(line), stdin)) {
-		line[strcspn(line, "\n")] = '\0';
-		if (!strcmp(line, "go")) {
-			for (unsigned long i = 0; i < n; i++)
-				request();
-			puts("done");
-		} else if (!strcmp(line, "flip")) {
-			flipped = !flipped;
-			puts("flipped");
-		} else if (!strcmp(line, "ping")) {
-			puts("pong");
-		} else if (!strcmp(line, "exit")) {
-			break;
-		} else {
-			fprintf(stderr, "order-target: unknown command '%s'\n", line);
-		}
-		fflush(stdout);
-	}
+	target_serve("order-target", serve_requests, &flipped);
 	return 0;
 }

@@ -12,6 +12,8 @@
  *   exit  (or end of input) the process exits 0.
  * A bad D exits 2.
  */
+#include "serve.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 void node(unsigned d);
 
 static unsigned flipped;
+static unsigned long depth;
 
 /* Two call sites of itself, so a call's path is the left and right turns above it. The
  * distinct asm after each keeps the compiler from merging them into one. */
@@ -47,33 +50,20 @@ __attribute__((noinline, noclone)) void node(unsigned d)
 	__asm__ volatile("" ::: "memory");
 }
 
+static void walk_tree(void)
+{
+	node((unsigned)depth);
+}
+
 int main(int argc, char **argv)
 {
-	char line[64], *end = NULL;
-	unsigned long depth = argc == 2 ? strtoul(argv[1], &end, 10) : 0;
+	char *end = NULL;
 
+	depth = argc == 2 ? strtoul(argv[1], &end, 10) : 0;
 	if (argc != 2 || *argv[1] == '\0' || *end != '\0' || depth < 1 || depth > 24) {
 		fputs("usage: tree-target DEPTH (1 to 24)\n", stderr);
 		return 2;
 	}
-	puts("ready");
-	fflush(stdout);
-	while (fgets(line, sizeof(line), stdin)) {
-		line[strcspn(line, "\n")] = '\0';
-		if (!strcmp(line, "go")) {
-			node((unsigned)depth);
-			puts("done");
-		} else if (!strcmp(line, "flip")) {
-			flipped = !flipped;
-			puts("flipped");
-		} else if (!strcmp(line, "ping")) {
-			puts("pong");
-		} else if (!strcmp(line, "exit")) {
-			break;
-		} else {
-			fprintf(stderr, "tree-target: unknown command '%s'\n", line);
-		}
-		fflush(stdout);
-	}
+	target_serve("tree-target", walk_tree, &flipped);
 	return 0;
 }
