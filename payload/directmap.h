@@ -90,13 +90,18 @@ static inline _Atomic uint64_t *dm_word(struct dm_chunk *c, uintptr_t addr)
 	return &c->w[(addr >> 4) & (DM_WORDS - 1)];
 }
 
+/* The chunk of addr when dir covers it and the chunk was made, else NULL. */
+__attribute__((always_inline)) static inline struct dm_chunk *
+dm_chunk_covering(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
+{
+	return dm_covers_in(dir, addr) ? dm_chunk_in(dir, addr) : NULL;
+}
+
 /* The word of addr when dir covers it and its chunk was made, else NULL. */
 __attribute__((always_inline)) static inline _Atomic uint64_t *
 dm_word_in(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
 {
-	if (!dm_covers_in(dir, addr))
-		return NULL;
-	struct dm_chunk *ch = dm_chunk_in(dir, addr);
+	struct dm_chunk *ch = dm_chunk_covering(dir, addr);
 	return ch ? dm_word(ch, addr) : NULL;
 }
 
@@ -187,9 +192,7 @@ static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
 __attribute__((always_inline)) static inline _Atomic uint64_t *
 dm_word_again(_Atomic(struct dm_chunk *) *dir, uintptr_t addr, uint64_t n)
 {
-	if (!dm_covers_in(dir, addr))
-		return NULL;
-	struct dm_chunk *ch = dm_chunk_in(dir, addr);
+	struct dm_chunk *ch = dm_chunk_covering(dir, addr);
 	if (!ch)
 		return NULL;
 	_Atomic uint64_t *w = dm_word(ch, addr);
