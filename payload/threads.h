@@ -123,8 +123,11 @@ struct hp_thread {
 	/* The counter of each table that the owner's last add went to: a program mostly adds
 	 * to one site many times in a row (a loop's blocks, then their frees), and those adds
 	 * then skip the hash and the probe. Trusted only when its key is the event's, since
-	 * the collector empties a retired table in place. Its slot + 1, 0 = none: a pointer
-	 * would take the record past three cache lines, and the table of records with it. */
+	 * the collector empties a retired table in place and a companion's add may grow it.
+	 * The byte offset of the counter's end in the table, 0 = none (hp_site_last_of): a
+	 * pointer would take the record past three cache lines, and the table of records with
+	 * it; a slot number cost three instructions more an event to make an address of. Set
+	 * only once the table has counters, which it keeps while hooks run. */
 	uint32_t last[2];
 } __attribute__((aligned(64)));
 
@@ -251,18 +254,32 @@ static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_c
 	e->temp_frees += c->temp_frees;
 }
 
+/* A table's most slots (2 GiB of counters, many times any program's sites): a record's
+ * last[] holds offsets into it. */
+#define HP_SITE_TAB_MAX (1u << 26)
+_Static_assert((uint64_t)HP_SITE_TAB_MAX * sizeof(struct hp_site_ctr) <= UINT32_MAX,
+	       "an offset in a table fits last[]");
+
+/* A counter of tab as the record's last[] holds it. */
+static inline uint32_t hp_site_last_of(const struct hp_site_tab *tab, const struct hp_site_ctr *e)
+{
+	return (uint32_t)((const char *)(e + 1) - (const char *)tab->e);
+}
+
 /* Inside the owner's mark, the counter of key in table a when it is found without a call:
  * the last one added to, the dense one or the one at its home slot (which becomes the last);
  * else NULL (hp_thread_add_other's). */
 __attribute__((always_inline)) static inline struct hp_site_ctr *
 hp_thread_ctr_near(struct hp_thread *t, unsigned a, uint64_t key)
 {
-	uint32_t i = t->last[a];
-	struct hp_site_ctr *e = i ? &t->tab[a].e[i - 1] : NULL;
-	if ((e && e->key == key) || ((e = hp_thread_dense(t, a, key)) && e->key == key))
+	uint32_t end = t->last[a];
+	struct hp_site_ctr *e;
+	if (end && (e = (struct hp_site_ctr *)((char *)t->tab[a].e + end) - 1)->key == key)
+		return e;
+	if ((e = hp_thread_dense(t, a, key)) && e->key == key)
 		return e;
 	if ((e = hp_site_tab_home(&t->tab[a], key)) && e->key == key) {
-		t->last[a] = (uint32_t)(e - t->tab[a].e) + 1;
+		t->last[a] = hp_site_last_of(&t->tab[a], e);
 		return e;
 	}
 	return NULL;
