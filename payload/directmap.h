@@ -45,6 +45,7 @@ struct dm_chunk {
 #define DM_STACK_BITS 19u
 #define DM_SIZE_NEXT 1023u
 #define DM_SIZE_INLINE (DM_SIZE_NEXT - 1)
+#define DM_SAMPLED (1ull << 29)
 _Static_assert(HP_STACKS_MAX_IDS < (1u << DM_STACK_BITS), "stack ids fit in their bits");
 _Static_assert(DM_STACK_BITS + 10 == 29, "the size's bits end below sampled's");
 
@@ -56,17 +57,15 @@ static inline int dm_is_block(uint64_t e)
 	return (e & (DM_BLOCK | DM_NEXT)) == DM_BLOCK;
 }
 
-/* hp_dm_dir for the hooks' inline insert and remove (hooks.c), which also add to the
- * thread's site counters without its lock and so need the fence too (threads.h,
- * hp_threads_fenced): set by hp_hooks_arm, NULL when either is off, so that a hook tests
- * one pointer for both. Cleared with hp_dm_dir. */
-extern _Atomic(struct dm_chunk *) *hp_dm_near __attribute__((visibility("hidden")));
+/* The address bits that rule an address out of the direct map: above its 47 bits, or
+ * not 16-byte aligned. */
+#define DM_OUTSIDE (~((1ull << 47) - 1) | 15)
 
-/* 1 if dir (hp_dm_dir or hp_dm_near) is on and the block at addr has its word there, never
- * an entry in the table (nor a count in the filter: the direct map is off when it is on). */
+/* 1 if dir (hp_dm_dir) is on and the block at addr has its word there, never an entry in
+ * the table (nor a count in the filter: the direct map is off when it is on). */
 static inline int dm_covers_in(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
 {
-	return dir && !(addr & (~((1ull << 47) - 1) | 15));
+	return dir && !(addr & DM_OUTSIDE);
 }
 
 static inline int dm_covers(uintptr_t addr)
@@ -97,11 +96,25 @@ dm_chunk_covering(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
 	return dm_covers_in(dir, addr) ? dm_chunk_in(dir, addr) : NULL;
 }
 
-/* The word of addr when dir covers it and its chunk was made, else NULL. */
-__attribute__((always_inline)) static inline _Atomic uint64_t *
-dm_word_in(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
+/* The direct map for the hooks' inline insert and remove (hooks.c), which also add to the
+ * thread's site counters without its lock and so need the fence too (threads.h,
+ * hp_threads_fenced). Set by hp_hooks_arm: hp_dm_dir and DM_OUTSIDE when both are on,
+ * else a directory of one empty entry and every bit but none of address 0's, so that a
+ * hook's one test of the address (an and with memory) rules out the address and the map
+ * being off alike. Reset with hp_dm_dir. */
+extern _Atomic(struct dm_chunk *) *hp_dm_near __attribute__((visibility("hidden")));
+extern uint64_t hp_dm_near_outside __attribute__((visibility("hidden")));
+
+/* The chunk of addr in hp_dm_near, NULL if it has none. */
+__attribute__((always_inline)) static inline struct dm_chunk *dm_chunk_near(uintptr_t addr)
 {
-	struct dm_chunk *ch = dm_chunk_covering(dir, addr);
+	return (addr & hp_dm_near_outside) ? NULL : dm_chunk_in(hp_dm_near, addr);
+}
+
+/* The word of addr in ch, or NULL without a chunk. */
+__attribute__((always_inline)) static inline _Atomic uint64_t *dm_word_of(struct dm_chunk *ch,
+									  uintptr_t addr)
+{
 	return ch ? dm_word(ch, addr) : NULL;
 }
 
@@ -132,14 +145,17 @@ __attribute__((always_inline)) static inline uint64_t dm_pack(struct hp_live_val
 {
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
 	return DM_BLOCK | v.stack | (n <= DM_SIZE_INLINE ? n : DM_SIZE_NEXT) << DM_STACK_BITS |
-	       ((v.size & HP_LIVE_SAMPLED) ? 1ull << 29 : 0) | (uint64_t)v.birth_ms << 30;
+	       ((v.size & HP_LIVE_SAMPLED) ? DM_SAMPLED : 0) | (uint64_t)v.birth_ms << 30;
 }
 
-/* Block word e's size when the word holds it and the block is not sampled, else
- * DM_SIZE_NEXT: a free's common case (hooks.c), where the word alone is the block. */
+/* Word e's size when it is a block's, holds the size and the block is not sampled, else
+ * DM_SIZE_NEXT: a free's common case (hooks.c), where the word alone is the block. One
+ * mask tests the three bits. */
 static inline uint64_t dm_plain_size(uint64_t e)
 {
-	return (e & (1ull << 29)) ? DM_SIZE_NEXT : e >> DM_STACK_BITS & DM_SIZE_NEXT;
+	return (e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) == DM_BLOCK
+		   ? e >> DM_STACK_BITS & DM_SIZE_NEXT
+		   : DM_SIZE_NEXT;
 }
 
 static inline uint32_t dm_stack(uint64_t e)
@@ -158,7 +174,7 @@ __attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64
 		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);
 		n = (x & DM_NEXT) ? x & ~DM_NEXT : 0;
 	}
-	v.size = n | ((e & (1ull << 29)) ? HP_LIVE_SAMPLED : 0);
+	v.size = n | ((e & DM_SAMPLED) ? HP_LIVE_SAMPLED : 0);
 	return v;
 }
 
@@ -182,17 +198,16 @@ static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
 	return 1;
 }
 
-/* The word of the common insert of a block of n bytes at addr in dir, else NULL: a word of a
- * chunk made already, not a block's, whose page was admitted (a word written before,
- * DM_GONE, says so without the bitmap), and whose size word, if it needs one, lies in the
- * same page or one written already. A word never written is a block's first at that
- * address: parse-json's DOM, whose blocks start at other addresses each document, had 45%
- * of its allocations of its first three documents there and 10% of the next three, all
- * out of line. The filter is never on with the direct map. */
+/* The word of the common insert of a block of n bytes at addr in ch (addr's chunk, or
+ * NULL), else NULL: a word of a chunk made already, not a block's, whose page was admitted (a word
+ * written before, DM_GONE, says so without the bitmap), and whose size word, if it needs one, lies
+ * in the same page or one written already. A word never written is a block's first at that address:
+ * parse-json's DOM, whose blocks start at other addresses each document, had 45% of its allocations
+ * of its first three documents there and 10% of the next three, all out of line. The filter is
+ * never on with the direct map. */
 __attribute__((always_inline)) static inline _Atomic uint64_t *
-dm_word_again(_Atomic(struct dm_chunk *) *dir, uintptr_t addr, uint64_t n)
+dm_word_again(struct dm_chunk *ch, uintptr_t addr, uint64_t n)
 {
-	struct dm_chunk *ch = dm_chunk_covering(dir, addr);
 	if (!ch)
 		return NULL;
 	_Atomic uint64_t *w = dm_word(ch, addr);
@@ -208,7 +223,8 @@ dm_word_again(_Atomic(struct dm_chunk *) *dir, uintptr_t addr, uint64_t n)
 __attribute__((always_inline)) static inline int dm_insert_again(uintptr_t addr,
 								 struct hp_live_val v)
 {
-	_Atomic uint64_t *w = dm_word_again(hp_dm_dir, addr, v.size & ~HP_LIVE_SAMPLED);
+	_Atomic uint64_t *w =
+	    dm_word_again(dm_chunk_covering(hp_dm_dir, addr), addr, v.size & ~HP_LIVE_SAMPLED);
 	if (!w)
 		return 0;
 	dm_store(w, v);

@@ -78,6 +78,10 @@ __attribute__((always_inline)) static inline struct hp_thread *home_slot(void)
 		return NULL;
 	uintptr_t self = hp_self();
 	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
+	/* A slot of the table is never NULL: without this the callers' tests of the record
+	 * were made twice, once for the slot. */
+	if (!t)
+		__builtin_unreachable();
 	return atomic_load_explicit(&t->key, memory_order_acquire) == self ? t : NULL;
 }
 
@@ -466,7 +470,7 @@ __attribute__((always_inline)) static inline uint32_t named_stack(struct hp_thre
 		/* Read before the stores below, which might alias it as far as GCC knows: the
 		 * caller's test of the id is then known to pass. */
 		uint32_t id = m->id;
-		if (!id || !hp_unwind_memo_holds(m, frame, hp.args.max_depth))
+		if (!id || !hp_unwind_memo_holds(m, frame))
 			return 0;
 		t->memo_next = next_after(t, m->next);
 		t->memo_last = (uint8_t)s;
@@ -615,7 +619,8 @@ __attribute__((always_inline)) static inline int record_alloc_near(struct hp_thr
 								   size_t n, uint32_t stack)
 {
 	_Atomic uint64_t *w;
-	if (n > DM_SIZE_INLINE || !(w = dm_word_again(hp_dm_near, (uintptr_t)p, n)))
+	if (n > DM_SIZE_INLINE ||
+	    !(w = dm_word_again(dm_chunk_near((uintptr_t)p), (uintptr_t)p, n)))
 		return 0;
 	uint64_t key = hp_site_key(stack, hp_size_code(n));
 	hp_seq_step(t);
@@ -709,11 +714,11 @@ _Static_assert(DM_SIZE_INLINE <= HP_EXACT_SIZE_MAX, "a size the word holds is an
 __attribute__((always_inline)) static inline int record_free_exact(struct hp_thread *t, void *p)
 {
 	_Atomic uint64_t *w;
-	if (!(w = dm_word_in(hp_dm_near, (uintptr_t)p)))
+	if (!(w = dm_word_of(dm_chunk_near((uintptr_t)p), (uintptr_t)p)))
 		return 0;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	uint64_t n = dm_plain_size(e);
-	if (!dm_is_block(e) || n == DM_SIZE_NEXT)
+	if (n == DM_SIZE_NEXT)
 		return 0;
 	uint64_t key = hp_site_key(dm_stack(e), (uint32_t)HP_SIZE_EXACT << 24 | (uint32_t)n);
 	hp_seq_step(t);
@@ -1018,7 +1023,9 @@ static void hk_free_exact(void *p)
 	struct hp_thread *t = enter_home();
 	int done;
 	if (t) {
-		done = !p || record_free_exact(t, p);
+		/* free(NULL) finds no block (no block's word is at 0) before it is let
+		 * through: a test fewer for every other free. */
+		done = record_free_exact(t, p) || !p;
 		t->guard = 0;
 	} else {
 		/* Guarded: a free inside a hooked call (a real operator delete's), counted
@@ -1039,7 +1046,7 @@ static void hk_free_exact(void *p)
 	static void fn##_exact(void *p)                                                            \
 	{                                                                                          \
 		struct hp_thread *t = enter_home();                                                \
-		if (t && (!p || record_free_exact(t, p))) {                                        \
+		if (t && (record_free_exact(t, p) || !p)) {                                        \
 			REAL(id, void (*)(void *))(p);                                             \
 			t->guard = 0;                                                              \
 			return;                                                                    \
@@ -1218,7 +1225,10 @@ void hp_hooks_arm(void)
 		hooks[HK_DEL].hook = (void *)hk_del_exact;
 		hooks[HK_DEL_ARR].hook = (void *)hk_del_arr_exact;
 	}
-	hp_dm_near = hp_threads_fenced ? hp_dm_dir : NULL;
+	if (hp_threads_fenced && hp_dm_dir)
+		hp_dm_near_on();
+	else
+		hp_dm_near_off();
 	atomic_store(&patching, 1);
 	atomic_store(&hp.po->recording, 1);
 }

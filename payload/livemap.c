@@ -25,7 +25,12 @@ _Static_assert(sizeof(struct shard) == 64, "a shard is one line");
 static struct shard *shards;
 _Atomic int hp_live_spilled;
 
-_Atomic(struct dm_chunk *) *hp_dm_dir, *hp_dm_near;
+_Atomic(struct dm_chunk *) *hp_dm_dir;
+/* hp_dm_near while off: address 0, the only one that hp_dm_near_outside lets through then,
+ * reads its one entry. */
+static _Atomic(struct dm_chunk *) dm_none[1];
+_Atomic(struct dm_chunk *) *hp_dm_near = dm_none;
+uint64_t hp_dm_near_outside = ~0ull;
 static _Atomic uint64_t dm_bytes; /* what the chunks count in hp_mapped_bytes */
 
 __attribute__((noinline)) static struct dm_chunk *dm_make(uintptr_t c)
@@ -106,9 +111,21 @@ static void dm_each(hp_live_fn fn, void *arg)
 	}
 }
 
+void hp_dm_near_off(void)
+{
+	hp_dm_near = dm_none;
+	hp_dm_near_outside = ~0ull;
+}
+
+void hp_dm_near_on(void)
+{
+	hp_dm_near = hp_dm_dir;
+	hp_dm_near_outside = DM_OUTSIDE;
+}
+
 static void dm_fini(void)
 {
-	hp_dm_near = NULL;
+	hp_dm_near_off();
 	for (unsigned i = 0; hp_dm_dir && i < DM_CHUNKS; i++) {
 		struct dm_chunk *c = atomic_load(&hp_dm_dir[i]);
 		if (c)

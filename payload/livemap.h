@@ -45,6 +45,9 @@ struct hp_live_val {
  * hp_reserve_is_free(), asked once by the caller. */
 int hp_live_init(int filtered, int reserve_free);
 void hp_live_fini(void);
+/* hp_dm_near (directmap.h) made the direct map (on: hp_dm_dir must be) or none (off). */
+void hp_dm_near_on(void);
+void hp_dm_near_off(void);
 /* 0 = inserted; 1 = addr was already there (its old value in *old, now replaced);
  * -1 = out of memory. The common case inline (directmap.h), the rest in
  * hp_live_insert_slow. */

@@ -90,9 +90,9 @@ struct hp_unwind_memo {
 	/* The frame the walk began at while chk holds its words, else 0: all the inline check
 	 * needs to know besides the modules' count and max. */
 	uintptr_t chk_at;
-	/* While chk_at is set, the inline check's loop as it runs: its last pair and its count
-	 * up to 0 (-2 * the pairs after the first), kept so as not to work them out from nchk
-	 * at every allocation. */
+	/* While chk_at is set, the inline check's loop as it runs: the end of its pairs and
+	 * its count up to 0 (-2 * the pairs, one at least), kept so as not to work them out
+	 * from nchk at every allocation. */
 	const uintptr_t *chk_end;
 	intptr_t chk_from;
 	uintptr_t chk[2 * HP_MEMO_CHECKS];
@@ -147,11 +147,15 @@ extern _Atomic unsigned long hp_unwind_gen __attribute__((visibility("hidden")))
 int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max);
 static inline int hp_unwind_memo_checks_hold(const struct hp_unwind_memo *m)
 {
-	/* Counted up to 0 from below the end: the count is the loop's test. */
+	/* Counted up to 0 from below the end: the count is the loop's test. There is always a
+	 * pair, the return address at the frame's (memo_checks), so the count is tested only
+	 * after it. */
 	const uintptr_t *end = m->chk_end;
-	for (intptr_t i = m->chk_from; i; i += 2)
+	intptr_t i = m->chk_from;
+	do {
 		if (*(const uintptr_t *)end[i] != end[i + 1])
 			return 0;
+	} while (i += 2);
 	return 1;
 }
 /* 1 if m's checks were made at frame, for max and the modules as they are. */
@@ -162,11 +166,12 @@ static inline int hp_unwind_memo_checks_current(const struct hp_unwind_memo *m, 
 	       m->gen == atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
 }
 /* 1 if m's checks are current and all hold; 0 too when they are not current
- * (hp_unwind_memo_repeats then knows more). */
-static inline int hp_unwind_memo_holds(const struct hp_unwind_memo *m, uintptr_t frame,
-				       unsigned max)
+ * (hp_unwind_memo_repeats then knows more). For a memo only ever walked with one max,
+ * which its checks were made for: the test of max is then left out (3 instructions an
+ * allocation of the hooks'). */
+static inline int hp_unwind_memo_holds(const struct hp_unwind_memo *m, uintptr_t frame)
 {
-	return hp_unwind_memo_checks_current(m, frame, max) && hp_unwind_memo_checks_hold(m);
+	return hp_unwind_memo_checks_current(m, frame, m->max) && hp_unwind_memo_checks_hold(m);
 }
 static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
