@@ -117,6 +117,7 @@ tests_targets_seccomp_target_CFLAGS = $(HP_TARGET_CFLAGS)
 HP_SECCOMP_TESTS = \
 	tests/integration/test-state-seccomp-allowed.sh \
 	tests/integration/test-state-seccomp-denied.sh \
+	tests/integration/test-state-seccomp-membarrier.sh \
 	tests/integration/test-state-seccomp-strict.sh
 TESTS += tests/unit/test-seccomp $(HP_SECCOMP_TESTS)
 EXTRA_DIST += $(HP_SECCOMP_TESTS)

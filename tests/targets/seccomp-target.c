@@ -4,13 +4,16 @@
  *   deny-uname  a filter (on every thread, SECCOMP_FILTER_FLAG_TSYNC) that fails uname with
  *               EPERM and allows everything else: nothing heapprof needs is touched.
  *   kill-memfd  a filter that kills the process on memfd_create, which the injection makes.
+ *   deny-membarrier  a filter (on every thread) that fails membarrier with EPERM: the
+ *               payload then adds to its counters under a lock, its hooks' inline paths off.
  *   strict      one extra thread enters strict mode and blocks in read() on a pipe nobody
  *               writes to; the other threads have no filter.
  * It checks the setup took (uname fails with EPERM under a filter), starts a churn thread
  * that allocates and frees without pause, prints "ready", then reads commands, one per line,
  * from stdin and answers on stdout (flushed):
- *   go    the main thread allocates 1000 blocks, frees them and answers "done N" (N: the
- *         churn thread's rounds so far, so a test can see it keeps running).
+ *   go    the main thread allocates 1000 blocks of 32 to 1031 bytes (go_block, at the line
+ *         marked HP_SITE), frees them and answers "done N" (N: the churn thread's rounds so
+ *         far, so a test can see it keeps running).
  *   ping  answers "pong" without allocating.
  *   exit  (or end of input) stops the churn thread; the process exits 0.
  * Every block carries a fill pattern checked before it is freed; a mismatch makes the exit
@@ -123,12 +126,25 @@ static void say(const char *line)
 	fflush(stdout);
 }
 
+/* A site of its own, so that a test can count go's blocks apart from the churn's. */
+static __attribute__((noinline)) unsigned char *go_block(unsigned k)
+{
+	unsigned char *p = malloc(32 + k); /* HP_SITE */
+
+	if (!p) {
+		fputs("seccomp-target: out of memory\n", stderr);
+		exit(1);
+	}
+	memset(p, (unsigned char)k, 32 + k);
+	return p;
+}
+
 static void go(void)
 {
 	static unsigned char *blocks[NBLOCKS];
 
 	for (unsigned k = 0; k < NBLOCKS; k++)
-		blocks[k] = alloc_filled(32 + k, (unsigned char)k);
+		blocks[k] = go_block(k);
 	for (unsigned k = 0; k < NBLOCKS; k++)
 		check_and_free(blocks[k], 32 + k, (unsigned char)k);
 	printf("done %lu\n", atomic_load(&churn_rounds));
@@ -142,7 +158,8 @@ int main(int argc, char **argv)
 	char line[64];
 
 	if (argc != 2) {
-		fputs("usage: seccomp-target deny-uname|kill-memfd|strict\n", stderr);
+		fputs("usage: seccomp-target deny-uname|kill-memfd|deny-membarrier|strict\n",
+		      stderr);
 		return 2;
 	}
 	if (!strcmp(argv[1], "deny-uname")) {
@@ -151,6 +168,9 @@ int main(int argc, char **argv)
 		install_filter(SYS_memfd_create, SECCOMP_RET_KILL_PROCESS);
 		/* A second filter fails uname, so the check below sees the filters are in force
 		 * (and heapprof has two to read). */
+		install_filter(SYS_uname, SECCOMP_RET_ERRNO | EPERM);
+	} else if (!strcmp(argv[1], "deny-membarrier")) {
+		install_filter(SYS_membarrier, SECCOMP_RET_ERRNO | EPERM);
 		install_filter(SYS_uname, SECCOMP_RET_ERRNO | EPERM);
 	} else if (!strcmp(argv[1], "strict")) {
 		char c;
