@@ -5,8 +5,10 @@
 # EPERM on every thread, so the payload adds to each thread's counters under the record's
 # lock and its hooks' inline insert, remove and add are off (threads.h, directmap.h:
 # hp_dm_near). Attached in full mode while its churn thread allocates without pause, two
-# "go"s: the go_block site has its 2000 allocations and frees and their bytes exactly, and
-# the session ends with the target as it was and its memory intact.
+# "go"s: the go_block site has its 2000 allocations and frees and their bytes exactly, the
+# churn's site (alloc_filled, 4000 sizes: its first round's site records overflow the
+# collector's buffer) is named too, and the session ends with the target as it was and
+# its memory intact.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -34,4 +36,11 @@ hp_view_json hotspots --top 0
 hp_check_site "$hp_tmp/hotspots.json" go_block seccomp-target.c "$line" \
 	2000 2000 $((2 * (32000 + 999 * 1000 / 2))) 0 0 || hp_fail "the go_block site is wrong"
 hp_ok "go_block site exact at seccomp-target.c:$line with membarrier refused"
+python3 - "$hp_tmp/hotspots.json" <<'EOF' || hp_fail "a stack of the first round went out before its module"
+import json, sys
+names = sorted(str(s.get("function")) for s in json.load(open(sys.argv[1])))
+if "alloc_filled" not in names:
+    sys.exit("no site named alloc_filled among: " + ", ".join(names))
+EOF
+hp_ok "the churn's site, first seen in the first round, is named"
 hp_stop_target
