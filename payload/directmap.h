@@ -99,9 +99,9 @@ dm_chunk_covering(_Atomic(struct dm_chunk *) *dir, uintptr_t addr)
 /* The direct map for the hooks' inline insert and remove (hooks.c), which also add to the
  * thread's site counters without its lock and so need the fence too (threads.h,
  * hp_threads_fenced). Set by hp_hooks_arm: hp_dm_dir and DM_OUTSIDE when both are on,
- * else a directory of one empty entry and every bit but none of address 0's, so that a
- * hook's one test of the address (an and with memory) rules out the address and the map
- * being off alike. Reset with hp_dm_dir. */
+ * else a directory of one empty entry and a mask of every bit, which lets only address 0
+ * through, to that entry: a hook's one test of the address (an and with memory) rules out
+ * the address and the map being off alike. Reset with hp_dm_dir. */
 extern _Atomic(struct dm_chunk *) *hp_dm_near __attribute__((visibility("hidden")));
 extern uint64_t hp_dm_near_outside __attribute__((visibility("hidden")));
 
@@ -199,12 +199,12 @@ static inline int dm_remove(_Atomic uint64_t *w, struct hp_live_val *v)
 }
 
 /* The word of the common insert of a block of n bytes at addr in ch (addr's chunk, or
- * NULL), else NULL: a word of a chunk made already, not a block's, whose page was admitted (a word
- * written before, DM_GONE, says so without the bitmap), and whose size word, if it needs one, lies
- * in the same page or one written already. A word never written is a block's first at that address:
- * parse-json's DOM, whose blocks start at other addresses each document, had 45% of its allocations
- * of its first three documents there and 10% of the next three, all out of line. The filter is
- * never on with the direct map. */
+ * NULL), else NULL: a word of a chunk made already, not a block's, whose page was admitted
+ * (a word written before, DM_GONE, says so without the bitmap), and whose size word, if it
+ * needs one, lies in the same page or one written already. A word never written is a
+ * block's first at that address: parse-json's DOM, whose blocks start at other addresses
+ * each document, had 45% of its allocations of its first three documents there and 10% of
+ * the next three, all out of line. The filter is never on with the direct map. */
 __attribute__((always_inline)) static inline _Atomic uint64_t *
 dm_word_again(struct dm_chunk *ch, uintptr_t addr, uint64_t n)
 {
