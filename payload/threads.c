@@ -187,7 +187,7 @@ struct hp_thread *hp_thread_self_slow(uintptr_t self)
 
 static int tab_resize(struct hp_site_tab *t, uint32_t cap)
 {
-	if (cap > HP_SITE_TAB_MAX || !hp_mem_admit((size_t)cap * sizeof(struct hp_site_ctr)))
+	if (!hp_mem_admit((size_t)cap * sizeof(struct hp_site_ctr)))
 		return -1;
 	struct hp_site_ctr *e = hp_map((size_t)cap * sizeof *e);
 	if (!e)
@@ -289,7 +289,7 @@ static int dense_pays(const struct hp_site_tab *tab)
 static void add_probe(struct hp_thread *t, unsigned a, const struct hp_site_ctr *c)
 {
 	struct hp_site_ctr *e = site_tab_add(&t->tab[a], c);
-	t->last[a] = e ? hp_site_last_of(&t->tab[a], e) : 0;
+	t->last = e ? hp_site_last_of(a, e) : 0;
 	if (!e)
 		hp_own_add(&t->tot.lost, 1);
 	else if (t->tab[a].count - HP_DENSE_AFTER < 2u && !t->dense_none &&
@@ -314,8 +314,12 @@ void hp_thread_add_bytes(struct hp_thread *t, unsigned a, uint64_t key, int free
 			 uint64_t size)
 {
 	struct hp_site_ctr c = hp_site_event(key | HP_SITE_BYTES, free, hp_event_bytes(n, size), 0);
+	const struct hp_site_ctr *before = t->tab[a].e;
 	if (!site_tab_add(&t->tab[a], &c))
 		hp_own_add(&t->tot.lost, 1);
+	/* Grown: the last counter was in the table unmapped. */
+	if (t->tab[a].e != before)
+		t->last = 0;
 }
 
 void hp_thread_add_locked(struct hp_thread *t, uint64_t key, int free, uint64_t n, uint64_t size,

@@ -120,15 +120,15 @@ struct hp_thread {
 	/* The block of the thread's last allocation: freed before the thread allocates again,
 	 * it was a temporary one (hpformat.h). */
 	uintptr_t last_alloc;
-	/* The counter of each table that the owner's last add went to: a program mostly adds
-	 * to one site many times in a row (a loop's blocks, then their frees), and those adds
-	 * then skip the hash and the probe. Trusted only when its key is the event's, since
-	 * the collector empties a retired table in place and a companion's add may grow it.
-	 * The byte offset of the counter's end in the table, 0 = none (hp_site_last_of): a
-	 * pointer would take the record past three cache lines, and the table of records with
-	 * it; a slot number cost three instructions more an event to make an address of. Set
-	 * only once the table has counters, which it keeps while hooks run. */
-	uint32_t last[2];
+	/* The counter that the owner's last add went to: a program mostly adds to one site
+	 * many times in a row (a loop's blocks, then their frees), and those adds then skip
+	 * the hash and the probe. Its address with its table's index + 1 in the low bits
+	 * (counters are 32-byte aligned), 0 = none (hp_site_last_of): one word that says both
+	 * where the counter is and whether it is the active table's, where slot numbers for
+	 * each table cost four instructions more an event to make an address of. Trusted only
+	 * when its key is the event's, since the collector empties a retired table in place;
+	 * reset when the owner grows the table (its old counters are unmapped). */
+	uintptr_t last;
 } __attribute__((aligned(64)));
 
 /* Only the owner writes c, so the add need not be locked; one add to memory, since an
@@ -254,16 +254,12 @@ static inline void hp_site_ctr_add(struct hp_site_ctr *e, const struct hp_site_c
 	e->temp_frees += c->temp_frees;
 }
 
-/* A table's most slots (2 GiB of counters, many times any program's sites): a record's
- * last[] holds offsets into it. */
-#define HP_SITE_TAB_MAX (1u << 26)
-_Static_assert((uint64_t)HP_SITE_TAB_MAX * sizeof(struct hp_site_ctr) <= UINT32_MAX,
-	       "an offset in a table fits last[]");
+_Static_assert(sizeof(struct hp_site_ctr) == 32, "a counter's address has 5 low bits clear");
 
-/* A counter of tab as the record's last[] holds it. */
-static inline uint32_t hp_site_last_of(const struct hp_site_tab *tab, const struct hp_site_ctr *e)
+/* Counter e of table a as the record's last holds it. */
+static inline uintptr_t hp_site_last_of(unsigned a, const struct hp_site_ctr *e)
 {
-	return (uint32_t)((const char *)(e + 1) - (const char *)tab->e);
+	return (uintptr_t)e | (a + 1);
 }
 
 /* Inside the owner's mark, the counter of key in table a when it is found without a call:
@@ -272,14 +268,14 @@ static inline uint32_t hp_site_last_of(const struct hp_site_tab *tab, const stru
 __attribute__((always_inline)) static inline struct hp_site_ctr *
 hp_thread_ctr_near(struct hp_thread *t, unsigned a, uint64_t key)
 {
-	uint32_t end = t->last[a];
-	struct hp_site_ctr *e;
-	if (end && (e = (struct hp_site_ctr *)((char *)t->tab[a].e + end) - 1)->key == key)
+	uintptr_t x = t->last ^ (a + 1);
+	struct hp_site_ctr *e = (struct hp_site_ctr *)x;
+	if (!(x & (sizeof *e - 1)) && e->key == key)
 		return e;
 	if ((e = hp_thread_dense(t, a, key)) && e->key == key)
 		return e;
 	if ((e = hp_site_tab_home(&t->tab[a], key)) && e->key == key) {
-		t->last[a] = hp_site_last_of(&t->tab[a], e);
+		t->last = hp_site_last_of(a, e);
 		return e;
 	}
 	return NULL;
