@@ -198,6 +198,59 @@ static void test_fill_rule(void **state)
 	assert_true(sparse.mapped < eighth.mapped);
 }
 
+/* A site of an inexact size adds its bytes to a companion counter right after its own
+ * add. One exact site first makes the 16th such site's companion the insert that grows the
+ * table (past half of 64 slots), right after the site's own counter became the thread's
+ * last: the free that follows must not go through the last counter into the table that
+ * was unmapped (threads.h, struct hp_thread's last). */
+#define GROW_SITES 40u
+static void *grow_worker(void *arg)
+{
+	(void)arg;
+	struct hp_thread *t = hp_thread_self();
+	assert_non_null(t);
+	hp_thread_add_alloc(t, hp_site_key(1, hp_size_code(16)), HP_FX_ONE, 16);
+	for (uint32_t s = 0; s < GROW_SITES; s++) {
+		uint64_t n = HP_EXACT_SIZE_MAX + 1, key = hp_site_key(2 + s, hp_size_code(n));
+		hp_thread_add_alloc(t, key, HP_FX_ONE, n);
+		hp_thread_add_free(t, key, HP_FX_ONE, n, 0);
+	}
+	return NULL;
+}
+
+struct grown {
+	uint32_t sites, bytes, wrong;
+};
+
+static void grown_site(const struct hp_site_ctr *c, void *arg)
+{
+	struct grown *g = arg;
+	uint64_t want = (c->key & HP_SITE_BYTES) ? (HP_EXACT_SIZE_MAX + 1ull) << HP_FX : HP_FX_ONE;
+	uint64_t frees = (c->key >> 32) == 2 ? 0 : want;
+	if (c->key & HP_SITE_BYTES)
+		g->bytes++;
+	else
+		g->sites++;
+	g->wrong += c->allocs != want || c->frees != frees;
+}
+
+static void test_last_after_growth(void **state)
+{
+	(void)state;
+	if (!hp_threads_fenced)
+		skip();
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, grow_worker, NULL), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	struct grown g = {0};
+	struct hp_sum sum;
+	hp_threads_drain(grown_site, &g, &sum);
+	assert_int_equal(g.sites, GROW_SITES + 1);
+	assert_int_equal(g.bytes, GROW_SITES);
+	assert_int_equal(g.wrong, 0);
+	assert_int_equal(sum.lost, 0);
+}
+
 /* With no seccomp filter the kernel's answer to the query decides, with no barrier made to
  * find out (threads.c, membarrier_works): the lock-free adds wherever it offers the
  * command. */
@@ -218,6 +271,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_dense_in_a_row, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dense_does_not_pay, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fill_rule, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_last_after_growth, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
