@@ -88,13 +88,7 @@ static void serve_requests(void)
 
 int main(int argc, char **argv)
 {
-	char *end = NULL;
-
-	requests = argc == 2 ? strtoul(argv[1], &end, 10) : 0;
-	if (argc != 2 || *argv[1] == '\0' || *end != '\0' || requests < 1 || requests > 1000000) {
-		fputs("usage: order-target REQUESTS (1 to 1000000)\n", stderr);
-		return 2;
-	}
+	requests = target_arg(argc, argv, "order-target", "REQUESTS", 1, 1000000);
 	target_serve("order-target", serve_requests, &flipped);
 	return 0;
 }

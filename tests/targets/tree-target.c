@@ -57,13 +57,7 @@ static void walk_tree(void)
 
 int main(int argc, char **argv)
 {
-	char *end = NULL;
-
-	depth = argc == 2 ? strtoul(argv[1], &end, 10) : 0;
-	if (argc != 2 || *argv[1] == '\0' || *end != '\0' || depth < 1 || depth > 24) {
-		fputs("usage: tree-target DEPTH (1 to 24)\n", stderr);
-		return 2;
-	}
+	depth = target_arg(argc, argv, "tree-target", "DEPTH", 1, 24);
 	target_serve("tree-target", walk_tree, &flipped);
 	return 0;
 }
