@@ -668,7 +668,7 @@ static void *collector_main(void *arg)
 	prctl(PR_SET_NAME, HP_COLLECTOR_NAME, 0, 0, 0);
 	struct hp_thread *self = hp_thread_self();
 	if (self)
-		self->guard = 1;
+		hp_thread_guard(self);
 	const struct timespec iv = {
 	    .tv_sec = hp.args.interval_ms / 1000,
 	    .tv_nsec = (long)(hp.args.interval_ms % 1000) * 1000000L,

@@ -69,27 +69,26 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
-/* The thread's record when it is recording and the record is at its home slot; else
- * NULL, and enter() knows more. Calls nothing, so a hook whose every call is a tail call
- * saves no register for it. */
-__attribute__((always_inline)) static inline struct hp_thread *home_slot(void)
+/* The record at the thread's home slot when it is recording and the key there is key(self);
+ * else NULL, and enter() knows more. Calls nothing, so a hook whose every call is a tail
+ * call saves no register for it. */
+__attribute__((always_inline)) static inline struct hp_thread *home_slot(uintptr_t guarded)
 {
-	if (!atomic_load_explicit(&hp.po->recording, memory_order_relaxed))
-		return NULL;
 	uintptr_t self = hp_self();
-	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
+	struct hp_thread *t = &hp_threads[hp_thread_home_as(
+	    self, atomic_load_explicit(&hp.po->thread_mult, memory_order_relaxed))];
 	/* A slot of the table is never NULL: without this the callers' tests of the record
 	 * were made twice, once for the slot. */
 	if (!t)
 		__builtin_unreachable();
-	return atomic_load_explicit(&t->key, memory_order_acquire) == self ? t : NULL;
+	return atomic_load_explicit(&t->key, memory_order_acquire) == (self | guarded) ? t : NULL;
 }
 
-/* home_slot's record when its guard is clear. */
+/* The thread's record when it is recording, the record is at its home slot and its guard
+ * is clear. */
 __attribute__((always_inline)) static inline struct hp_thread *home_record(void)
 {
-	struct hp_thread *t = home_slot();
-	return t && !t->guard ? t : NULL;
+	return home_slot(0);
 }
 
 /* home_record's record, its guard set. */
@@ -97,7 +96,7 @@ __attribute__((always_inline)) static inline struct hp_thread *enter_home(void)
 {
 	struct hp_thread *t = home_record();
 	if (t)
-		t->guard = 1;
+		hp_thread_guard(t);
 	return t;
 }
 
@@ -114,9 +113,9 @@ __attribute__((noinline)) static struct hp_thread *enter_other(void)
 		atomic_fetch_add_explicit(&hp_lost_unrecorded, 1, memory_order_relaxed);
 		return NULL;
 	}
-	if (t->guard)
+	if (hp_thread_guarded(t))
 		return NULL;
-	t->guard = 1;
+	hp_thread_guard(t);
 	return t;
 }
 
@@ -130,7 +129,7 @@ __attribute__((always_inline)) static inline struct hp_thread *enter(void)
 static void leave(struct hp_thread **t)
 {
 	if (*t)
-		(*t)->guard = 0;
+		hp_thread_unguard(*t);
 }
 
 /* The cleanup also runs when operator new throws, so the guard is never left set. It also
@@ -852,7 +851,7 @@ static void hk_free_counted(void *p)
 	if (t) {
 		if (p)
 			free_unmapped(t, usable(p));
-		t->guard = 0;
+		hp_thread_unguard(t);
 	}
 	REAL(HK_FREE, void (*)(void *))(p);
 }
@@ -1026,12 +1025,11 @@ static void hk_free_exact(void *p)
 		/* free(NULL) finds no block (no block's word is at 0) before it is let
 		 * through: a test fewer for every other free. */
 		done = record_free_exact(t, p) || !p;
-		t->guard = 0;
+		hp_thread_unguard(t);
 	} else {
 		/* Guarded: a free inside a hooked call (a real operator delete's), counted
 		 * there. */
-		t = home_slot();
-		done = t && t->guard;
+		done = home_slot(HP_THREAD_GUARDED) != NULL;
 	}
 	if (!done) {
 		hk_free_general(p);
@@ -1048,11 +1046,11 @@ static void hk_free_exact(void *p)
 		struct hp_thread *t = enter_home();                                                \
 		if (t && (record_free_exact(t, p) || !p)) {                                        \
 			REAL(id, void (*)(void *))(p);                                             \
-			t->guard = 0;                                                              \
+			hp_thread_unguard(t);                                                      \
 			return;                                                                    \
 		}                                                                                  \
 		if (t)                                                                             \
-			t->guard = 0;                                                              \
+			hp_thread_unguard(t);                                                      \
 		fn##_general(p);                                                                   \
 	}
 
@@ -1230,6 +1228,7 @@ void hp_hooks_arm(void)
 	else
 		hp_dm_near_off();
 	atomic_store(&patching, 1);
+	atomic_store(&hp.po->thread_mult, HP_THREAD_MULT);
 	atomic_store(&hp.po->recording, 1);
 }
 
@@ -1406,6 +1405,7 @@ int hp_unpatch_all(void)
 {
 	struct walk w = {.restore = 1};
 	atomic_store(&patching, 0);
+	atomic_store(&hp.po->thread_mult, 0);
 	atomic_store(&hp.po->recording, 0);
 	dl_iterate_phdr(phdr_cb, &w);
 	/* Addresses of stubs that code kept now lead to the real functions. */

@@ -27,6 +27,11 @@
 struct hp_parent_only {
 	atomic_int recording; /* hooks record only while set */
 	int parent;	      /* set in the process the payload was started in */
+	/* The multiplier by which the hooks find a thread's record (threads.h,
+	 * hp_thread_home_as): HP_THREAD_MULT while recording, else 0, which sends every hook
+	 * to slot 0, which no thread claims. The hooks' test of recording, where the zeroed
+	 * page of a child and a stop leave it: three instructions fewer a hook. */
+	_Atomic uint64_t thread_mult;
 };
 
 struct hp_payload {

@@ -155,12 +155,12 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 	/* From here on this (borrowed) thread's own allocations are the payload's. */
 	struct hp_thread *self = hp_thread_self();
 	if (self)
-		self->guard = 1;
+		hp_thread_guard(self);
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		int e = -errno;
 		if (self)
-			self->guard = 0;
+			hp_thread_unguard(self);
 		return e;
 	}
 	uint64_t mono = clock_ns(CLOCK_MONOTONIC);
@@ -175,7 +175,7 @@ static int start_locked(const struct hp_start_args *args, int *patched)
 			hp_unpatch_all();
 	}
 	if (self)
-		self->guard = 0;
+		hp_thread_unguard(self);
 	if (rc < 0) {
 		close(p[0]);
 		close(p[1]);

@@ -13,7 +13,10 @@
 #define THREADS_CAP (1u << HP_THREADS_BITS) /* records; reserved, pages touched on use */
 #define SITE_TAB_MIN 64u
 
-struct hp_thread *hp_threads;
+/* Never NULL: between sessions a record that no thread claims, which a hook reaches
+ * through multiplier 0 (its slot 0) if it runs then. */
+static struct hp_thread threads_none;
+struct hp_thread *hp_threads = &threads_none;
 _Static_assert(sizeof(struct hp_thread) == 3 * 64, "THREADS_CAP records are reserved at start");
 int hp_threads_fenced;
 
@@ -142,15 +145,18 @@ static int membarrier_works(void)
 
 int hp_threads_init(int reserve_free)
 {
-	hp_threads = hp_map(THREADS_CAP * sizeof *hp_threads);
+	struct hp_thread *t = hp_map(THREADS_CAP * sizeof *t);
+	if (!t)
+		return -1;
+	hp_threads = t;
 	hp_threads_fenced = membarrier_works();
 	dense_allowed = hp_threads_fenced && hp.args.mode == HP_MODE_FULL && reserve_free;
-	return hp_threads ? 0 : -1;
+	return 0;
 }
 
 void hp_threads_fini(void)
 {
-	if (!hp_threads)
+	if (hp_threads == &threads_none)
 		return;
 	for (unsigned i = 0; i < THREADS_CAP; i++) {
 		hp_site_tab_free(&hp_threads[i].tab[0]);
@@ -162,23 +168,26 @@ void hp_threads_fini(void)
 		if (atomic_load_explicit(&hp_threads[i].dense, memory_order_relaxed))
 			dense_free(&hp_threads[i]);
 	}
-	hp_unmap(hp_threads, THREADS_CAP * sizeof *hp_threads);
-	hp_threads = NULL;
+	struct hp_thread *t = hp_threads;
+	hp_threads = &threads_none;
+	hp_unmap(t, THREADS_CAP * sizeof *t);
 }
 
 struct hp_thread *hp_thread_self_slow(uintptr_t self)
 {
 	unsigned i = hp_thread_home(self);
 	for (unsigned n = 0; n < THREADS_CAP; n++, i = (i + 1) & (THREADS_CAP - 1)) {
+		if (!i)
+			continue;
 		struct hp_thread *t = &hp_threads[i];
 		uintptr_t k = atomic_load_explicit(&t->key, memory_order_acquire);
-		if (k == self)
+		if ((k & ~(uintptr_t)HP_THREAD_GUARDED) == self)
 			return t;
 		if (k == 0) {
 			uintptr_t expect = 0;
 			if (atomic_compare_exchange_strong(&t->key, &expect, self))
 				return t;
-			if (expect == self)
+			if ((expect & ~(uintptr_t)HP_THREAD_GUARDED) == self)
 				return t;
 		}
 	}

@@ -94,13 +94,14 @@ struct hp_totals {
 };
 
 struct hp_thread {
-	_Atomic uintptr_t key; /* pthread_t; 0 = free */
-	uint8_t guard;	       /* set while the thread runs payload code on its own behalf */
-	uint8_t memo_none;     /* no memory for the walk memos (below): walk without */
-	uint8_t dense_none;    /* the dense counters (below) could not be made: none */
-	uint8_t retired;       /* collector: 1 + the table it flipped away from, or 0 */
-	uint8_t memo_last;     /* the memo of the last allocation: its walk is that stack */
-	uint16_t memo_next;    /* memo_last's next (hooks.c, MEMO_SURE) */
+	/* pthread_t (0 = free), HP_THREAD_GUARDED set while the thread runs payload code on
+	 * its own behalf (below). */
+	_Atomic uintptr_t key;
+	uint8_t memo_none;  /* no memory for the walk memos (below): walk without */
+	uint8_t dense_none; /* the dense counters (below) could not be made: none */
+	uint8_t retired;    /* collector: 1 + the table it flipped away from, or 0 */
+	uint8_t memo_last;  /* the memo of the last allocation: its walk is that stack */
+	uint16_t memo_next; /* memo_last's next (hooks.c, MEMO_SURE) */
 	_Atomic unsigned active;
 	union {
 		_Atomic uint32_t seq; /* odd while the owner adds to tab[active] */
@@ -179,18 +180,50 @@ struct hp_thread *hp_thread_self_slow(uintptr_t self);
 
 /* Where the search for a thread's record starts: one multiply (Fibonacci hashing), since
  * pthread_t values are thread descriptors megabytes apart and the high bits of the
- * product spread them well. */
-static inline unsigned hp_thread_home(uintptr_t self)
+ * product spread them well. Slot 0 is never claimed, so the hooks' multiplier 0
+ * (hp_parent_only.thread_mult) finds no record; a thread whose home it is takes the next
+ * free slot, which the hooks find through the slow path. */
+#define HP_THREAD_MULT 0x9e3779b97f4a7c15ull
+static inline unsigned hp_thread_home_as(uintptr_t self, uint64_t mult)
 {
-	return (unsigned)((self * 0x9e3779b97f4a7c15ull) >> (64 - HP_THREADS_BITS));
+	return (unsigned)((self * mult) >> (64 - HP_THREADS_BITS));
 }
 
-/* Every hook starts here, so the common case (the record at its home slot) is inline. */
+static inline unsigned hp_thread_home(uintptr_t self)
+{
+	return hp_thread_home_as(self, HP_THREAD_MULT);
+}
+
+/* The guard lives in the key, so that one compare of a record's key with pthread_self()
+ * tells a hook both that the record is its thread's and that the thread is not already in
+ * the payload: two instructions fewer a hook than a flag of its own. pthread_t values are
+ * aligned descriptors, never odd. Only the owner changes its key once it has claimed it,
+ * so the owner's set and clear are single unlocked instructions. */
+#define HP_THREAD_GUARDED 1u
+
+static inline void hp_thread_guard(struct hp_thread *t)
+{
+	__asm__("orq $1, %0" : "+m"(*(uintptr_t *)&t->key));
+}
+
+static inline void hp_thread_unguard(struct hp_thread *t)
+{
+	__asm__("andq $-2, %0" : "+m"(*(uintptr_t *)&t->key));
+}
+
+static inline int hp_thread_guarded(const struct hp_thread *t)
+{
+	return atomic_load_explicit(&t->key, memory_order_relaxed) & HP_THREAD_GUARDED;
+}
+
+/* The calling thread's record, guarded or not; the common case (the record at its home
+ * slot) is inline. */
 static inline struct hp_thread *hp_thread_self(void)
 {
 	uintptr_t self = hp_self();
 	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
-	if (atomic_load_explicit(&t->key, memory_order_acquire) == self)
+	if ((atomic_load_explicit(&t->key, memory_order_acquire) & ~(uintptr_t)HP_THREAD_GUARDED) ==
+	    self)
 		return t;
 	return hp_thread_self_slow(self);
 }

@@ -251,6 +251,29 @@ static void test_last_after_growth(void **state)
 	assert_int_equal(sum.lost, 0);
 }
 
+/* Multiplier 0 (the hooks' while nothing records: payload.h) sends every thread to slot
+ * 0, so no thread may own it: a thread whose home is slot 0 gets the next one, and finds
+ * it again when its guard is set. */
+static void test_slot_zero_never_claimed(void **state)
+{
+	(void)state;
+	uint64_t inv = HP_THREAD_MULT;
+	for (int i = 0; i < 6; i++)
+		inv *= 2 - HP_THREAD_MULT * inv;
+	uintptr_t self = 2 * inv; /* even, as a pthread_t is: self * HP_THREAD_MULT == 2 */
+	assert_int_equal(hp_thread_home(self), 0);
+	assert_int_equal(hp_thread_home_as(hp_self(), 0), 0);
+	struct hp_thread *t = hp_thread_self_slow(self);
+	assert_ptr_equal(t, &hp_threads[1]);
+	assert_int_equal(atomic_load(&hp_threads[0].key), 0);
+	hp_thread_guard(t);
+	assert_true(hp_thread_guarded(t));
+	assert_ptr_equal(hp_thread_self_slow(self), t);
+	hp_thread_unguard(t);
+	assert_false(hp_thread_guarded(t));
+	assert_int_equal(atomic_load(&t->key), self);
+}
+
 /* With no seccomp filter the kernel's answer to the query decides, with no barrier made to
  * find out (threads.c, membarrier_works): the lock-free adds wherever it offers the
  * command. */
@@ -267,6 +290,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_fence_from_query, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_slot_zero_never_claimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_few_sites, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dense_in_a_row, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dense_does_not_pay, setup, teardown),
