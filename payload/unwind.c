@@ -836,6 +836,19 @@ static unsigned memo_checks(struct hp_unwind_memo *m, uintptr_t frame)
 	return room ? k + 1 : HP_MEMO_CHECKS_LONG;
 }
 
+/* The inline check compares two pairs a turn (hp_unwind_memo_checks_hold): an odd count of
+ * pairs gets one more that always holds, the address of its own value word. Returns the
+ * count of pairs then. */
+static unsigned memo_checks_even(struct hp_unwind_memo *m, unsigned k)
+{
+	_Static_assert(HP_MEMO_CHECKS % 2 == 0, "an odd count has room for one more");
+	if (k % 2) {
+		m->chk[2 * k] = m->chk[2 * k + 1] = (uintptr_t)&m->chk[2 * k + 1];
+		k++;
+	}
+	return k;
+}
+
 #define MEMO_RETRY_EVERY 16u
 
 int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
@@ -862,8 +875,9 @@ int hp_unwind_memo_repeats_slow(struct hp_unwind_memo *m, uintptr_t frame, unsig
 		m->nchk = memo_checks(m, frame);
 		m->chk_at = 0;
 		if (m->nchk != HP_MEMO_CHECKS_LONG) {
-			m->chk_end = m->chk + 2 * (m->nchk - 1);
-			m->chk_from = -2 * (intptr_t)(m->nchk - 1);
+			unsigned k = memo_checks_even(m, m->nchk - 1);
+			m->chk_end = m->chk + 2 * k;
+			m->chk_from = -2 * (intptr_t)k;
 			m->chk_at = frame;
 		}
 		return 1;

@@ -91,8 +91,8 @@ struct hp_unwind_memo {
 	 * needs to know besides the modules' count and max. */
 	uintptr_t chk_at;
 	/* While chk_at is set, the inline check's loop as it runs: the end of its pairs and
-	 * its count up to 0 (-2 * the pairs, one at least), kept so as not to work them out
-	 * from nchk at every allocation. */
+	 * its count up to 0 (-2 * the pairs, two at least and even), kept so as not to work
+	 * them out from nchk at every allocation. */
 	const uintptr_t *chk_end;
 	intptr_t chk_from;
 	uintptr_t chk[2 * HP_MEMO_CHECKS];
@@ -149,13 +149,15 @@ static inline int hp_unwind_memo_checks_hold(const struct hp_unwind_memo *m)
 {
 	/* Counted up to 0 from below the end: the count is the loop's test. There is always a
 	 * pair, the return address at the frame's (memo_checks), so the count is tested only
-	 * after it. */
+	 * after it. Two pairs a turn, their differences ored and tested once (an odd count is
+	 * made even with a pair that always holds): 5 instructions a pair, not 6. */
 	const uintptr_t *end = m->chk_end;
 	intptr_t i = m->chk_from;
 	do {
-		if (*(const uintptr_t *)end[i] != end[i + 1])
+		if ((*(const uintptr_t *)end[i] ^ end[i + 1]) |
+		    (*(const uintptr_t *)end[i + 2] ^ end[i + 3]))
 			return 0;
-	} while (i += 2);
+	} while (i += 4);
 	return 1;
 }
 /* 1 if m's checks were made at frame, for max and the modules as they are. */

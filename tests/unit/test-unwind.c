@@ -492,6 +492,46 @@ __attribute__((noinline)) static unsigned call_unwinder_at(int site, unwind_fn f
 	return n;
 }
 
+/* The inline check compares two (address, value) pairs a turn, an odd count made even with
+ * a pair that always holds: a walk that repeats is found to, whatever the parity of its
+ * pairs. parity_cb walks from its own frame into memo and then asks as a hook does: the
+ * first ask makes the checks, the second runs them inline. */
+struct parity {
+	unsigned seen[2], held[2];
+};
+
+__attribute__((noinline)) static void parity_cb(void *arg)
+{
+	struct parity *p = arg;
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	uint64_t f[MAX];
+	int same;
+	hp_unwind_memo(f, MAX, 0, 0, frame, memo, &same);
+	if (hp_unwind_memo_repeats(memo, frame, MAX) && memo->nchk != HP_MEMO_CHECKS_LONG) {
+		unsigned odd = (memo->nchk - 1) % 2;
+		p->seen[odd]++;
+		p->held[odd] += (unsigned)hp_unwind_memo_holds(memo, frame);
+	}
+	__asm__ volatile("" ::: "memory");
+}
+
+static void test_memo_checks_paired(void **state)
+{
+	(void)state;
+	memo = hp_unwind_memo_new(MAX);
+	assert_non_null(memo);
+	struct parity p = {{0}, {0}};
+	for (int lib = 0; lib < 2; lib++)
+		for (int d = 0; d < 8; d++)
+			libs[lib].recurse(d, parity_cb, &p);
+	print_message("pairs even %u times, odd %u\n", p.seen[0], p.seen[1]);
+	assert_true(p.seen[0] > 0 && p.seen[1] > 0);
+	assert_int_equal(p.held[0], p.seen[0]);
+	assert_int_equal(p.held[1], p.seen[1]);
+	hp_unwind_memo_free(memo);
+	memo = NULL;
+}
+
 /* A repeat of the memo's walk is told apart by its first return address alone. */
 static void test_memo_first_return(void **state)
 {
@@ -834,6 +874,7 @@ int main(void)
 	    cmocka_unit_test(test_memos_reserved),
 	    cmocka_unit_test(test_memo_scratch_rbp),
 	    cmocka_unit_test(test_memo_first_return),
+	    cmocka_unit_test(test_memo_checks_paired),
 	    cmocka_unit_test(test_memo_skips_failing),
 	    cmocka_unit_test(test_rel_checks),
 	    cmocka_unit_test(test_rel_words),
