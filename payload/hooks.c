@@ -69,9 +69,9 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
-/* The record at the thread's home slot when it is recording and the key there is key(self);
- * else NULL, and enter() knows more. Calls nothing, so a hook whose every call is a tail
- * call saves no register for it. */
+/* The record at the thread's home slot when the hooks are recording (thread_mult) and its
+ * key is pthread_self() | guarded; else NULL, and enter() knows more. Calls nothing, so a
+ * hook whose every call is a tail call saves no register for it. */
 __attribute__((always_inline)) static inline struct hp_thread *home_slot(uintptr_t guarded)
 {
 	uintptr_t self = hp_self();
