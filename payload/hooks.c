@@ -69,26 +69,26 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
-/* The record at the thread's home slot when the hooks are recording (thread_mult) and its
- * key is pthread_self() | guarded; else NULL, and enter() knows more. Calls nothing, so a
- * hook whose every call is a tail call saves no register for it. */
-__attribute__((always_inline)) static inline struct hp_thread *home_slot(uintptr_t guarded)
+/* The slot where the hooks look for self's record: slot 0, which no thread claims, unless
+ * they are recording (thread_mult). Never NULL: without saying so the callers' tests of
+ * the record were made twice, once for the slot. */
+__attribute__((always_inline)) static inline struct hp_thread *home_slot(uintptr_t self)
 {
-	uintptr_t self = hp_self();
 	struct hp_thread *t = &hp_threads[hp_thread_home_as(
 	    self, atomic_load_explicit(&hp.po->thread_mult, memory_order_relaxed))];
-	/* A slot of the table is never NULL: without this the callers' tests of the record
-	 * were made twice, once for the slot. */
 	if (!t)
 		__builtin_unreachable();
-	return atomic_load_explicit(&t->key, memory_order_acquire) == (self | guarded) ? t : NULL;
+	return t;
 }
 
 /* The thread's record when it is recording, the record is at its home slot and its guard
- * is clear. */
+ * is clear; else NULL, and enter() knows more. Calls nothing, so a hook whose every call
+ * is a tail call saves no register for it. */
 __attribute__((always_inline)) static inline struct hp_thread *home_record(void)
 {
-	return home_slot(0);
+	uintptr_t self = hp_self();
+	struct hp_thread *t = home_slot(self);
+	return atomic_load_explicit(&t->key, memory_order_acquire) == self ? t : NULL;
 }
 
 /* home_record's record, its guard set. */
@@ -1028,9 +1028,12 @@ HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
  * guard cleared first; anything else the general hook's, from the start. */
 static void hk_free_exact(void *p)
 {
-	struct hp_thread *t = enter_home();
+	uintptr_t self = hp_self();
+	struct hp_thread *t = home_slot(self);
+	uintptr_t key = atomic_load_explicit(&t->key, memory_order_acquire);
 	int done;
-	if (t) {
+	if (key == self) {
+		hp_thread_guard(t);
 		/* free(NULL) finds no block (no block's word is at 0) before it is let
 		 * through: a test fewer for every other free. */
 		done = record_free_exact(t, p) || !p;
@@ -1038,7 +1041,7 @@ static void hk_free_exact(void *p)
 	} else {
 		/* Guarded: a free inside a hooked call (a real operator delete's), counted
 		 * there. */
-		done = home_slot(HP_THREAD_GUARDED) != NULL;
+		done = key == (self | HP_THREAD_GUARDED);
 	}
 	if (!done) {
 		hk_free_general(p);
