@@ -160,24 +160,23 @@ static inline int hp_unwind_memo_checks_hold(const struct hp_unwind_memo *m)
 	} while (i += 4);
 	return 1;
 }
-/* 1 if m's checks were made at frame, for max and the modules as they are. */
-static inline int hp_unwind_memo_checks_current(const struct hp_unwind_memo *m, uintptr_t frame,
-						unsigned max)
+/* 1 if m's checks were made at frame, with the modules as they are. */
+static inline int hp_unwind_memo_checks_at(const struct hp_unwind_memo *m, uintptr_t frame)
 {
-	return m->chk_at == frame && m->max == max &&
+	return m->chk_at == frame &&
 	       m->gen == atomic_load_explicit(&hp_unwind_gen, memory_order_relaxed);
 }
-/* 1 if m's checks are current and all hold; 0 too when they are not current
+/* 1 if m's checks were made at frame and all hold; 0 too when they were not made there
  * (hp_unwind_memo_repeats then knows more). For a memo only ever walked with one max,
- * which its checks were made for: the test of max is then left out (3 instructions an
- * allocation of the hooks'). */
+ * which its checks were made for: max is not tested (3 instructions an allocation of the
+ * hooks'). */
 static inline int hp_unwind_memo_holds(const struct hp_unwind_memo *m, uintptr_t frame)
 {
-	return hp_unwind_memo_checks_current(m, frame, m->max) && hp_unwind_memo_checks_hold(m);
+	return hp_unwind_memo_checks_at(m, frame) && hp_unwind_memo_checks_hold(m);
 }
 static inline int hp_unwind_memo_repeats(struct hp_unwind_memo *m, uintptr_t frame, unsigned max)
 {
-	if (!hp_unwind_memo_checks_current(m, frame, max))
+	if (!hp_unwind_memo_checks_at(m, frame) || m->max != max)
 		return hp_unwind_memo_repeats_slow(m, frame, max);
 	return hp_unwind_memo_checks_hold(m);
 }
