@@ -58,7 +58,7 @@ CLEANFILES += $(BENCH_TOOLS) bench-results.md
 bench_stop_probe_SOURCES = bench/stop-probe.c
 bench_stop_probe_CFLAGS = $(BENCH_CFLAGS)
 EXTRA_DIST += bench/run-bench.sh bench/redis-bench.sh bench/bench-lib.sh bench/ab-cpu.sh \
-	docs/performance.md
+	docs/performance.md docs/performance-history.md
 
 .PHONY: bench
 bench: all bench-programs $(BENCH_TOOLS:=$(EXEEXT))
