@@ -401,7 +401,7 @@ static uint64_t fx_round(uint64_t v)
 /* A site's bytes: implied by an exact size key, else its companion's (threads.h). */
 static void put_site(uint8_t **d, const struct hp_site_ctr *s)
 {
-	uint32_t code = (uint32_t)s->key, kind = code >> 24;
+	uint32_t code = hp_site_key_code(s->key), kind = code >> 24;
 	uint64_t size = kind == HP_SIZE_EXACT  ? (code & 0xffffffu)
 			: kind == HP_SIZE_POW2 ? 1ull << (code & 63)
 					       : 0;
@@ -415,7 +415,7 @@ static void put_site(uint8_t **d, const struct hp_site_ctr *s)
 		fb = b ? b->frees : 0;
 	}
 	struct hp_site_delta sd = {
-	    .stack_id = (uint32_t)(s->key >> 32) - 1,
+	    .stack_id = hp_site_key_stack(s->key),
 	    .size_kind = kind,
 	    .size = size,
 	    .allocs = fx_round(s->allocs),

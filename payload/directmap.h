@@ -35,7 +35,8 @@ struct dm_chunk {
  * in bit 29, the birth in 30-61. The word after a block of more than 16 bytes lies inside
  * the block, so no other live block has its own word there. Most programs' blocks fit the
  * word: with only 0 to 16 bytes there, hash-table's, shbench's, queue's and microbench's
- * every free loaded a second word and every allocation tested and stored one. */
+ * every free loaded a second word and every allocation tested and stored one. Bits 0-28
+ * and 62 of a word that holds its size are its site's key (threads.h, hp_site_key). */
 #define DM_BLOCK (1ull << 62)
 #define DM_NEXT (1ull << 63)
 /* What a removed block leaves in its word: a word once written never reads 0 again, so a
@@ -46,6 +47,7 @@ struct dm_chunk {
 #define DM_SIZE_NEXT 1023u
 #define DM_SIZE_INLINE (DM_SIZE_NEXT - 1)
 #define DM_SAMPLED (1ull << 29)
+#define DM_BIRTH_SHIFT 30u
 _Static_assert(HP_STACKS_MAX_IDS < (1u << DM_STACK_BITS), "stack ids fit in their bits");
 _Static_assert(DM_STACK_BITS + 10 == 29, "the size's bits end below sampled's");
 
@@ -145,17 +147,8 @@ __attribute__((always_inline)) static inline uint64_t dm_pack(struct hp_live_val
 {
 	uint64_t n = v.size & ~HP_LIVE_SAMPLED;
 	return DM_BLOCK | v.stack | (n <= DM_SIZE_INLINE ? n : DM_SIZE_NEXT) << DM_STACK_BITS |
-	       ((v.size & HP_LIVE_SAMPLED) ? DM_SAMPLED : 0) | (uint64_t)v.birth_ms << 30;
-}
-
-/* Word e's size when it is a block's, holds the size and the block is not sampled, else
- * DM_SIZE_NEXT: a free's common case (hooks.c), where the word alone is the block. One
- * mask tests the three bits. */
-static inline uint64_t dm_plain_size(uint64_t e)
-{
-	return (e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) == DM_BLOCK
-		   ? e >> DM_STACK_BITS & DM_SIZE_NEXT
-		   : DM_SIZE_NEXT;
+	       ((v.size & HP_LIVE_SAMPLED) ? DM_SAMPLED : 0) |
+	       (uint64_t)v.birth_ms << DM_BIRTH_SHIFT;
 }
 
 static inline uint32_t dm_stack(uint64_t e)
@@ -168,7 +161,7 @@ static inline uint32_t dm_stack(uint64_t e)
 __attribute__((always_inline)) static inline struct hp_live_val dm_unpack(uint64_t e,
 									  const _Atomic uint64_t *w)
 {
-	struct hp_live_val v = {.stack = dm_stack(e), .birth_ms = (uint32_t)(e >> 30)};
+	struct hp_live_val v = {.stack = dm_stack(e), .birth_ms = (uint32_t)(e >> DM_BIRTH_SHIFT)};
 	uint64_t n = e >> DM_STACK_BITS & DM_SIZE_NEXT;
 	if (n == DM_SIZE_NEXT) {
 		uint64_t x = atomic_load_explicit(w + 1, memory_order_relaxed);

@@ -621,15 +621,14 @@ __attribute__((always_inline)) static inline int record_alloc_near(struct hp_thr
 	if (n > DM_SIZE_INLINE ||
 	    !(w = dm_word_again(dm_chunk_near((uintptr_t)p), (uintptr_t)p, n)))
 		return 0;
-	uint64_t key = hp_site_key(stack, hp_size_code(n));
+	uint64_t key = hp_site_key_inline(stack, n);
 	hp_seq_step(t);
 	struct hp_site_ctr *c =
 	    hp_thread_ctr_near(t, atomic_load_explicit(&t->active, memory_order_relaxed), key);
 	if (c) {
-		dm_store(w, (struct hp_live_val){.stack = stack,
-						 .size = n,
-						 .birth_ms = atomic_load_explicit(
-						     &hp_round_ms, memory_order_relaxed)});
+		/* The block's word is its site key with its birth (threads.h). */
+		uint64_t birth = atomic_load_explicit(&hp_round_ms, memory_order_relaxed);
+		atomic_store_explicit(w, key | birth << DM_BIRTH_SHIFT, memory_order_release);
 		c->allocs += HP_FX_ONE;
 	}
 	hp_seq_step(t);
@@ -708,18 +707,26 @@ __attribute__((always_inline)) static inline void record_free_full(struct hp_thr
  * free and the plain deletes, which then call nothing else on this path and so save no
  * register (the general hook saved six and restored them after the real call):
  * threadtest's pair 295 to 271 instructions. Everything is looked at before anything is
- * written, so 0 leaves the free to the general hook whole. */
+ * written, so 0 leaves the free to the general hook whole. The site's key is the word
+ * masked (threads.h), where making it from the word's stack id and size took 6
+ * instructions and the hash of its home slot more. */
 _Static_assert(DM_SIZE_INLINE <= HP_EXACT_SIZE_MAX, "a size the word holds is an exact key's");
+_Static_assert(HP_SITE_INLINE == DM_BLOCK && HP_SITE_STACK_BITS == DM_STACK_BITS &&
+		   HP_SITE_INLINE_MAX == DM_SIZE_INLINE &&
+		   DM_SAMPLED > (HP_SITE_WORD_MASK & ~DM_BLOCK),
+	       "a block's word masked is its site key, its sampled bit left out");
 __attribute__((always_inline)) static inline int record_free_exact(struct hp_thread *t, void *p)
 {
 	_Atomic uint64_t *w;
 	if (!(w = dm_word_of(dm_chunk_near((uintptr_t)p), (uintptr_t)p)))
 		return 0;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
-	uint64_t n = dm_plain_size(e);
+	if ((e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) != DM_BLOCK)
+		return 0;
+	uint64_t key = e & HP_SITE_WORD_MASK;
+	uint32_t n = (uint32_t)key >> DM_STACK_BITS;
 	if (n == DM_SIZE_NEXT)
 		return 0;
-	uint64_t key = hp_site_key(dm_stack(e), (uint32_t)HP_SIZE_EXACT << 24 | (uint32_t)n);
 	hp_seq_step(t);
 	struct hp_site_ctr *c =
 	    hp_thread_ctr_near(t, atomic_load_explicit(&t->active, memory_order_relaxed), key);

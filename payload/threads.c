@@ -270,7 +270,7 @@ void hp_site_tab_free(struct hp_site_tab *t)
 
 /* 1 if counters by stack id would take their share of the events of a table that has just
  * reached HP_DENSE_AFTER sites: a stack's first size key gets its counter, and there are at
- * least a third as many stack ids as exact size keys. A thread whose sites are many sizes
+ * least a third as many stack ids as keys they could take. A thread whose sites are many sizes
  * of a few stacks (shbench: a thousand sizes of one) would find each stack's one counter
  * taken by another size nearly every time, a check for nothing before the hash table's
  * probe (shbench full 2.29x to 2.45x by CPU time with it). The distinct ids are counted in
@@ -282,10 +282,10 @@ static int dense_pays(const struct hp_site_tab *tab)
 	uint32_t exact = 0, ids = 0;
 	for (uint32_t i = 0; i <= tab->mask; i++) {
 		uint64_t key = tab->e[i].key;
-		if (!key || hp_site_has_bytes(key))
+		if (!(key & HP_SITE_INLINE))
 			continue;
 		exact++;
-		uint32_t b = (uint32_t)hp_hash64(key >> 32) % DENSE_PAYS_BITS;
+		uint32_t b = (uint32_t)hp_hash64(hp_site_key_stack(key)) % DENSE_PAYS_BITS;
 		ids += !(seen[b / 64] >> (b % 64) & 1);
 		seen[b / 64] |= 1ull << (b % 64);
 	}

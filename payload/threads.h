@@ -39,9 +39,40 @@ static inline uint32_t hp_size_code(uint64_t n)
 	return (uint32_t)HP_SIZE_POW2 << 24 | (uint32_t)(63 - __builtin_clzll(n));
 }
 
+/* A site key. An exact size the direct map's word holds (at most HP_SITE_INLINE_MAX) is
+ * laid out as that word's low bits are (directmap.h: the stack id in bits 0-18, the size in
+ * 19-28), with HP_SITE_INLINE (the word's DM_BLOCK) set, so that a free makes its key by
+ * masking its block's word and an allocation its word by adding the birth to its key. Any
+ * other size code is in bits 30-60, with HP_SITE_OTHER set. No key is 0. */
+#define HP_SITE_STACK_BITS 19u
+#define HP_SITE_INLINE (1ull << 62)
+#define HP_SITE_INLINE_MAX 1022u
+#define HP_SITE_OTHER (1ull << 63)
+#define HP_SITE_WORD_MASK (HP_SITE_INLINE | ((1ull << (HP_SITE_STACK_BITS + 10)) - 1))
+
+/* The key of an exact size of at most HP_SITE_INLINE_MAX. */
+static inline uint64_t hp_site_key_inline(uint32_t stack_id, uint64_t n)
+{
+	return HP_SITE_INLINE | n << HP_SITE_STACK_BITS | stack_id;
+}
+
 static inline uint64_t hp_site_key(uint32_t stack_id, uint32_t size_code)
 {
-	return (uint64_t)(stack_id + 1) << 32 | size_code;
+	if (size_code >> 24 == HP_SIZE_EXACT && (size_code & 0xffffff) <= HP_SITE_INLINE_MAX)
+		return hp_site_key_inline(stack_id, size_code & 0xffffff);
+	return HP_SITE_OTHER | (uint64_t)size_code << 30 | stack_id;
+}
+
+static inline uint32_t hp_site_key_stack(uint64_t key)
+{
+	return (uint32_t)key & ((1u << HP_SITE_STACK_BITS) - 1);
+}
+
+static inline uint32_t hp_site_key_code(uint64_t key)
+{
+	if (key & HP_SITE_INLINE)
+		return (uint32_t)HP_SIZE_EXACT << 24 | (uint32_t)(key >> HP_SITE_STACK_BITS & 1023);
+	return (uint32_t)(key >> 30) & 0x7fffffff;
 }
 
 /* Stack ids go out in the order stacks are first seen, and a program mostly walks the same
@@ -52,8 +83,8 @@ static inline uint64_t hp_site_key(uint32_t stack_id, uint32_t size_code)
 #define HP_SITE_RUN_BITS 3
 static inline uint32_t hp_site_home(uint64_t key, uint32_t mask)
 {
-	uint64_t run = (uint64_t)((1u << HP_SITE_RUN_BITS) - 1) << 32;
-	return (uint32_t)hp_run_slot(key & ~run, key >> 32, HP_SITE_RUN_BITS) & mask;
+	uint64_t run = (1u << HP_SITE_RUN_BITS) - 1;
+	return (uint32_t)hp_run_slot(key & ~run, key, HP_SITE_RUN_BITS) & mask;
 }
 
 /* A site's counters. Where the size key is exact its bytes are not kept: each of its events
@@ -67,12 +98,12 @@ struct hp_site_ctr {
 	uint64_t allocs, frees, temp_frees; /* HP_FX fixed point */
 };
 
-#define HP_SITE_BYTES (1ull << 31)
+#define HP_SITE_BYTES (1ull << 61)
 
 /* 1 if the site of key keeps its bytes in a companion entry (see above). */
 static inline int hp_site_has_bytes(uint64_t key)
 {
-	return ((uint32_t)key >> 24 & 0x7f) != HP_SIZE_EXACT;
+	return !(key & HP_SITE_INLINE) && hp_site_key_code(key) >> 24 != HP_SIZE_EXACT;
 }
 
 /* An open-addressed, growable (mmap) table of counters; also the collector's merge. */
@@ -150,24 +181,24 @@ static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
  * indexed by stack id are met in order, with nothing to hash or probe, in half the room.
  * A thread gets them once its table holds HP_DENSE_AFTER sites, if they are of a third as
  * many stacks or more (threads.c, dense_pays): one counter per stack id and table, for
- * the first exact size key that claims it (most stacks allocate one size), every other
- * key in the hash table as before. The address space is reserved (8 MB a table); pages
- * are admitted one at a time, only while the thread's counters fill its pages to an
- * eighth and a quarter of max_memory stays free (threads.c): sparse ids stay in the hash
- * table, and these pages never switch a session to sampling. */
+ * the first key of an exact size of at most HP_SITE_INLINE_MAX that claims it (most stacks
+ * allocate one size), every other key in the hash table as before. The address space is reserved (8
+ * MB a table); pages are admitted one at a time, only while the thread's counters fill its pages to
+ * an eighth and a quarter of max_memory stays free (threads.c): sparse ids stay in the hash table,
+ * and these pages never switch a session to sampling. */
 #define HP_DENSE_AFTER 512u
-#define HP_DENSE_SLOTS (HP_STACKS_MAX_IDS + 128u) /* per table: every stack id + 1, paged */
+#define HP_DENSE_SLOTS (HP_STACKS_MAX_IDS + 128u) /* per table: every stack id, paged */
 
 /* The counter of key in the thread's dense counters of table a, or NULL if the key is not
- * an exact size key or the thread has none: it is the key's if its key is key, free to
+ * an inline exact size key or the thread has none: it is the key's if its key is key, free to
  * claim if 0 (threads.c). */
 static inline struct hp_site_ctr *hp_thread_dense(const struct hp_thread *t, unsigned a,
 						  uint64_t key)
 {
 	struct hp_site_ctr *d = atomic_load_explicit(&t->dense, memory_order_relaxed);
-	if (!d || hp_site_has_bytes(key))
+	if (!d || !(key & HP_SITE_INLINE))
 		return NULL;
-	return &d[a * HP_DENSE_SLOTS + (key >> 32)];
+	return &d[a * HP_DENSE_SLOTS + hp_site_key_stack(key)];
 }
 
 /* reserve_free: hp_reserve_is_free(), asked once by the caller. */

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "payload/livemap.h"
 #include "payload/payload.h"
 #include "payload/threads.h"
 
@@ -78,7 +79,7 @@ static void drained_site(const struct hp_site_ctr *c, void *arg)
 {
 	struct drained *d = arg;
 	const struct plan *p = d->p;
-	uint32_t id = (uint32_t)(c->key >> 32) - 1, size = (uint32_t)c->key & 0xffffff;
+	uint32_t id = hp_site_key_stack(c->key), size = hp_site_key_code(c->key) & 0xffffff;
 	uint32_t s = (id - p->first) / p->spacing, z = size - 16;
 	d->counters++;
 	if (id < p->first || (id - p->first) % p->spacing || s >= p->nstacks || size < 16 ||
@@ -226,7 +227,7 @@ static void grown_site(const struct hp_site_ctr *c, void *arg)
 {
 	struct grown *g = arg;
 	uint64_t want = (c->key & HP_SITE_BYTES) ? (HP_EXACT_SIZE_MAX + 1ull) << HP_FX : HP_FX_ONE;
-	uint64_t frees = (c->key >> 32) == 2 ? 0 : want;
+	uint64_t frees = hp_site_key_stack(c->key) == 1 ? 0 : want;
 	if (c->key & HP_SITE_BYTES)
 		g->bytes++;
 	else
@@ -274,6 +275,41 @@ static void test_slot_zero_never_claimed(void **state)
 	assert_int_equal(atomic_load(&t->key), self);
 }
 
+/* A key round-trips its stack id and size code, no key is 0, and for every size a block's
+ * word holds, the word masked is the key of its site: what the free hook counts a block
+ * at is what its allocation counted it at (hooks.c, record_free_exact). */
+static void test_site_key_of_word(void **state)
+{
+	(void)state;
+	const uint32_t stacks[] = {0, 1, 7, 8, 4095, HP_STACKS_MAX_IDS - 1};
+	const uint64_t big[] = {HP_EXACT_SIZE_MAX + 1, 1ull << 20, 3ull << 40};
+	for (unsigned i = 0; i < sizeof stacks / sizeof *stacks; i++) {
+		for (uint64_t n = 0; n <= HP_EXACT_SIZE_MAX; n++) {
+			uint64_t key = hp_site_key(stacks[i], hp_size_code(n));
+			assert_int_equal(hp_site_key_stack(key), stacks[i]);
+			assert_int_equal(hp_site_key_code(key), hp_size_code(n));
+			assert_true(key != 0 && !(key & HP_SITE_BYTES));
+			assert_false(hp_site_has_bytes(key));
+			if (n > DM_SIZE_INLINE)
+				continue;
+			assert_int_equal(key, hp_site_key_inline(stacks[i], n));
+			struct hp_live_val v = {
+			    .stack = stacks[i], .size = n, .birth_ms = UINT32_MAX};
+			assert_int_equal(dm_pack(v) & HP_SITE_WORD_MASK, key);
+		}
+		for (unsigned j = 0; j < sizeof big / sizeof *big; j++) {
+			uint64_t key = hp_site_key(stacks[i], hp_size_code(big[j]));
+			assert_int_equal(hp_site_key_stack(key), stacks[i]);
+			assert_int_equal(hp_site_key_code(key), hp_size_code(big[j]));
+			assert_true(hp_site_has_bytes(key) && !(key & HP_SITE_BYTES));
+			assert_int_not_equal(key | HP_SITE_BYTES, key);
+		}
+	}
+	uint64_t none = hp_site_key(0, (uint32_t)HP_SIZE_NONE << 24);
+	assert_true(none != 0 && hp_site_has_bytes(none));
+	assert_int_equal(hp_site_key_code(none), (uint32_t)HP_SIZE_NONE << 24);
+}
+
 /* With no seccomp filter the kernel's answer to the query decides, with no barrier made to
  * find out (threads.c, membarrier_works): the lock-free adds wherever it offers the
  * command. */
@@ -291,6 +327,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_fence_from_query, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_slot_zero_never_claimed, setup, teardown),
+	    cmocka_unit_test(test_site_key_of_word),
 	    cmocka_unit_test_setup_teardown(test_few_sites, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dense_in_a_row, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dense_does_not_pay, setup, teardown),
