@@ -83,8 +83,7 @@ static inline uint32_t hp_site_key_code(uint64_t key)
 #define HP_SITE_RUN_BITS 3
 static inline uint32_t hp_site_home(uint64_t key, uint32_t mask)
 {
-	uint64_t run = (1u << HP_SITE_RUN_BITS) - 1;
-	return (uint32_t)hp_run_slot(key & ~run, key, HP_SITE_RUN_BITS) & mask;
+	return (uint32_t)hp_run_slot(key >> HP_SITE_RUN_BITS, key, HP_SITE_RUN_BITS) & mask;
 }
 
 /* A site's counters. Where the size key is exact its bytes are not kept: each of its events
