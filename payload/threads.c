@@ -270,11 +270,12 @@ void hp_site_tab_free(struct hp_site_tab *t)
 
 /* 1 if counters by stack id would take their share of the events of a table that has just
  * reached HP_DENSE_AFTER sites: a stack's first size key gets its counter, and there are at
- * least a third as many stack ids as keys they could take. A thread whose sites are many sizes
- * of a few stacks (shbench: a thousand sizes of one) would find each stack's one counter
- * taken by another size nearly every time, a check for nothing before the hash table's
- * probe (shbench full 2.29x to 2.45x by CPU time with it). The distinct ids are counted in
- * a bitmap of DENSE_PAYS_BITS, whose collisions undercount them by a few percent at most. */
+ * least a third as many stack ids as keys that could take one. A thread whose sites are
+ * many sizes of a few stacks (shbench: a thousand sizes of one) would find each stack's
+ * one counter taken by another size nearly every time, a check for nothing before the
+ * hash table's probe (shbench full 2.29x to 2.45x by CPU time with it). The distinct ids
+ * are counted in a bitmap of DENSE_PAYS_BITS, whose collisions undercount them by a few
+ * percent at most. */
 #define DENSE_PAYS_BITS 4096u
 static int dense_pays(const struct hp_site_tab *tab)
 {

@@ -180,17 +180,18 @@ static inline void hp_own_add(_Atomic uint64_t *c, uint64_t v)
  * indexed by stack id are met in order, with nothing to hash or probe, in half the room.
  * A thread gets them once its table holds HP_DENSE_AFTER sites, if they are of a third as
  * many stacks or more (threads.c, dense_pays): one counter per stack id and table, for
- * the first key of an exact size of at most HP_SITE_INLINE_MAX that claims it (most stacks
- * allocate one size), every other key in the hash table as before. The address space is reserved (8
- * MB a table); pages are admitted one at a time, only while the thread's counters fill its pages to
- * an eighth and a quarter of max_memory stays free (threads.c): sparse ids stay in the hash table,
- * and these pages never switch a session to sampling. */
+ * the first key of an exact size of at most HP_SITE_INLINE_MAX that claims it (most
+ * stacks allocate one size), every other key in the hash table as before. The address
+ * space is reserved (8 MB a table); pages are admitted one at a time, only while the
+ * thread's counters fill its pages to an eighth and a quarter of max_memory stays free
+ * (threads.c): sparse ids stay in the hash table, and these pages never switch a session
+ * to sampling. */
 #define HP_DENSE_AFTER 512u
 #define HP_DENSE_SLOTS (HP_STACKS_MAX_IDS + 128u) /* per table: every stack id, paged */
 
 /* The counter of key in the thread's dense counters of table a, or NULL if the key is not
- * an inline exact size key or the thread has none: it is the key's if its key is key, free to
- * claim if 0 (threads.c). */
+ * an inline exact size key or the thread has none: it is the key's if its key is key,
+ * free to claim if 0 (threads.c). */
 static inline struct hp_site_ctr *hp_thread_dense(const struct hp_thread *t, unsigned a,
 						  uint64_t key)
 {
