@@ -9,6 +9,7 @@
 
 #include "payload.h"
 #include "stacks.h"
+#include "threads.h"
 
 /* The direct map. A chunk serves 1 GiB of addresses: a bitmap of the pages of its words
  * written so far (what it costs), then one word per 16 bytes, and one spare word so that
@@ -36,20 +37,22 @@ struct dm_chunk {
  * the block, so no other live block has its own word there. Most programs' blocks fit the
  * word: with only 0 to 16 bytes there, hash-table's, shbench's, queue's and microbench's
  * every free loaded a second word and every allocation tested and stored one. Bits 0-28
- * and 62 of a word that holds its size are its site's key (threads.h, hp_site_key). */
-#define DM_BLOCK (1ull << 62)
+ * and 62 of a word that holds its size are its site's key (threads.h, hp_site_key), so
+ * the key's constants lay them out. */
+#define DM_BLOCK HP_SITE_INLINE
 #define DM_NEXT (1ull << 63)
 /* What a removed block leaves in its word: a word once written never reads 0 again, so a
  * nonzero one proves its page admitted and the common insert skips the bitmap (a chain of
  * three dependent loads, directory, bitmap, word, cut to two). */
 #define DM_GONE 1ull
-#define DM_STACK_BITS 19u
-#define DM_SIZE_NEXT 1023u
-#define DM_SIZE_INLINE (DM_SIZE_NEXT - 1)
+#define DM_STACK_BITS HP_SITE_STACK_BITS
+#define DM_SIZE_INLINE HP_SITE_INLINE_MAX
+#define DM_SIZE_NEXT (DM_SIZE_INLINE + 1)
 #define DM_SAMPLED (1ull << 29)
 #define DM_BIRTH_SHIFT 30u
 _Static_assert(HP_STACKS_MAX_IDS < (1u << DM_STACK_BITS), "stack ids fit in their bits");
-_Static_assert(DM_STACK_BITS + 10 == 29, "the size's bits end below sampled's");
+_Static_assert(DM_STACK_BITS + HP_SITE_SIZE_BITS == 29, "the size's bits end below sampled's");
+_Static_assert(DM_SAMPLED > (HP_SITE_WORD_MASK & ~DM_BLOCK), "a site key leaves sampled out");
 
 extern _Atomic(struct dm_chunk *) *hp_dm_dir
     __attribute__((visibility("hidden"))); /* DM_CHUNKS pointers; NULL: the map is off */

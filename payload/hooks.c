@@ -711,10 +711,6 @@ __attribute__((always_inline)) static inline void record_free_full(struct hp_thr
  * masked (threads.h), where making it from the word's stack id and size took 6
  * instructions and the hash of its home slot more. */
 _Static_assert(DM_SIZE_INLINE <= HP_EXACT_SIZE_MAX, "a size the word holds is an exact key's");
-_Static_assert(HP_SITE_INLINE == DM_BLOCK && HP_SITE_STACK_BITS == DM_STACK_BITS &&
-		   HP_SITE_INLINE_MAX == DM_SIZE_INLINE &&
-		   DM_SAMPLED > (HP_SITE_WORD_MASK & ~DM_BLOCK),
-	       "a block's word masked is its site key, its sampled bit left out");
 __attribute__((always_inline)) static inline int record_free_exact(struct hp_thread *t, void *p)
 {
 	_Atomic uint64_t *w;

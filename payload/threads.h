@@ -45,10 +45,12 @@ static inline uint32_t hp_size_code(uint64_t n)
  * masking its block's word and an allocation its word by adding the birth to its key. Any
  * other size code is in bits 30-60, with HP_SITE_OTHER set. No key is 0. */
 #define HP_SITE_STACK_BITS 19u
+#define HP_SITE_SIZE_BITS 10u
 #define HP_SITE_INLINE (1ull << 62)
-#define HP_SITE_INLINE_MAX 1022u
+#define HP_SITE_INLINE_MAX ((1u << HP_SITE_SIZE_BITS) - 2)
 #define HP_SITE_OTHER (1ull << 63)
-#define HP_SITE_WORD_MASK (HP_SITE_INLINE | ((1ull << (HP_SITE_STACK_BITS + 10)) - 1))
+#define HP_SITE_WORD_MASK                                                                          \
+	(HP_SITE_INLINE | ((1ull << (HP_SITE_STACK_BITS + HP_SITE_SIZE_BITS)) - 1))
 
 /* The key of an exact size of at most HP_SITE_INLINE_MAX. */
 static inline uint64_t hp_site_key_inline(uint32_t stack_id, uint64_t n)
@@ -71,7 +73,8 @@ static inline uint32_t hp_site_key_stack(uint64_t key)
 static inline uint32_t hp_site_key_code(uint64_t key)
 {
 	if (key & HP_SITE_INLINE)
-		return (uint32_t)HP_SIZE_EXACT << 24 | (uint32_t)(key >> HP_SITE_STACK_BITS & 1023);
+		return (uint32_t)HP_SIZE_EXACT << 24 |
+		       (uint32_t)(key >> HP_SITE_STACK_BITS & ((1u << HP_SITE_SIZE_BITS) - 1));
 	return (uint32_t)(key >> 30) & 0x7fffffff;
 }
 
@@ -102,7 +105,7 @@ struct hp_site_ctr {
 /* 1 if the site of key keeps its bytes in a companion entry (see above). */
 static inline int hp_site_has_bytes(uint64_t key)
 {
-	return !(key & HP_SITE_INLINE) && hp_site_key_code(key) >> 24 != HP_SIZE_EXACT;
+	return hp_site_key_code(key) >> 24 != HP_SIZE_EXACT;
 }
 
 /* An open-addressed, growable (mmap) table of counters; also the collector's merge. */
