@@ -377,8 +377,11 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 
 /* 1 if id's delta from last, whose words the cache holds, holds from frame: the cache then
  * holds id's. The words of any capture of last are last's return addresses, wherever the
- * stack was, so the first keep of them are id's outermost. */
-static int guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, uintptr_t frame)
+ * stack was, so the first keep of them are id's outermost. The cache's words are the
+ * thread's own, found below its stack's top (hp_unwind_words_hold's terms) by the check
+ * that took them: a cache belongs to one thread record. */
+__attribute__((always_inline)) static inline int
+guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, uintptr_t frame)
 {
 	uint32_t at = atomic_load_explicit(&st.guess[id].delta, memory_order_acquire);
 	if (at < CHK_FIRST)
@@ -388,6 +391,9 @@ static int guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, 
 	    d->keep > c->buf_n ||
 	    !hp_unwind_words_hold(c->buf, d->keep, d->join, d->off, d->ra, frame))
 		return 0;
+	/* Read d again rather than keep what the check read in registers across its loop,
+	 * which would make this leaf save five. */
+	__asm__("" ::: "memory");
 	/* All of them, the repeated ones past buf_n: no loop. */
 	_Static_assert(HP_UNWIND_ADDED == 2, "the added words, copied below");
 	struct hp_unwind_word *to = &c->buf[d->keep];
@@ -459,15 +465,11 @@ static void take_words(struct hp_stack_cache *c, uint32_t last, uint32_t id, con
 		make_delta(c, last, id, keep, chk, f, depth, frame);
 }
 
-uint32_t hp_stack_guess(struct hp_stack_cache *c, uint32_t last, uintptr_t frame)
+/* hp_stack_guess of id, last's successor, by its checks: out of line, so that the guess
+ * by a delta, a recursion's every node, is a leaf that saves no register. */
+__attribute__((noinline)) static uint32_t guess_by_checks(struct hp_stack_cache *c, uint32_t last,
+							  uint32_t id, uintptr_t frame)
 {
-	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_acquire);
-	if (!id)
-		return 0;
-	if (c->buf_id == last && guess_by_delta(c, last, id, frame)) {
-		c->guessed = id;
-		return id;
-	}
 	uint32_t o = atomic_load_explicit(&st.guess[id].chk, memory_order_acquire);
 	if (o < CHK_FIRST)
 		return 0;
@@ -479,6 +481,24 @@ uint32_t hp_stack_guess(struct hp_stack_cache *c, uint32_t last, uintptr_t frame
 	return id;
 }
 
+__attribute__((always_inline)) static inline uint32_t guess(struct hp_stack_cache *c, uint32_t last,
+							    uintptr_t frame)
+{
+	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_acquire);
+	if (!id)
+		return 0;
+	if (c->buf_id == last && guess_by_delta(c, last, id, frame)) {
+		c->guessed = id;
+		return id;
+	}
+	return guess_by_checks(c, last, id, frame);
+}
+
+uint32_t hp_stack_guess(struct hp_stack_cache *c, uint32_t last, uintptr_t frame)
+{
+	return guess(c, last, frame);
+}
+
 uint32_t hp_stack_guessed(const struct hp_stack_cache *c)
 {
 	return c->guessed;
@@ -486,7 +506,7 @@ uint32_t hp_stack_guessed(const struct hp_stack_cache *c)
 
 uint32_t hp_stack_guess_again(struct hp_stack_cache *c, uintptr_t frame)
 {
-	return hp_stack_guess(c, c->guessed, frame);
+	return guess(c, c->guessed, frame);
 }
 
 /* The checks of id, made from m, into the check arena, by the first thread to find it

@@ -1272,38 +1272,3 @@ int hp_unwind_rel_holds(const uint16_t *c, const uint64_t *f, unsigned depth, ui
 			return 0;
 	return 1;
 }
-
-static inline uintptr_t word_diff(const struct hp_unwind_word *w)
-{
-	return *(const uintptr_t *)w->at ^ w->ra;
-}
-
-static inline uintptr_t word_diff4(const struct hp_unwind_word *w)
-{
-	return word_diff(w) | word_diff(w + 1) | word_diff(w + 2) | word_diff(w + 3);
-}
-
-/* The words below join lie between frame and w[keep - 1], and w's within the stack, as they
- * were when they held: the same thread's stack, whose top is the same. Four words a test,
- * as rel_ras_hold's. */
-int hp_unwind_words_hold(const struct hp_unwind_word *w, unsigned keep, unsigned join,
-			 const uint16_t *off, const uint64_t *ra, uintptr_t frame)
-{
-	uintptr_t hi = stack_top(frame);
-	if (!keep || !hi || (frame & 7) || w[0].at + 8 > hi ||
-	    w[keep - 1].at != frame + 8 * (uintptr_t)join)
-		return 0;
-	_Static_assert(HP_UNWIND_ADDED == 2, "the added words, compared below");
-	uintptr_t diff = (*(const uintptr_t *)(frame + 8 * (uintptr_t)off[0]) ^ ra[0]) |
-			 (*(const uintptr_t *)(frame + 8 * (uintptr_t)off[1]) ^ ra[1]);
-	if (keep < 4) {
-		for (unsigned i = 0; i < keep; i++)
-			diff |= word_diff(&w[i]);
-		return !diff;
-	}
-	const struct hp_unwind_word *end = w + keep;
-	diff |= word_diff4(w);
-	for (w += ((keep - 1) & 3) + 1; w < end; w += 4)
-		diff |= word_diff4(w);
-	return !diff;
-}

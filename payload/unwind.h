@@ -266,12 +266,46 @@ static inline struct hp_unwind_word hp_unwind_rel_word(const uint16_t *c, const 
 
 /* 1 if a walk from frame now would take up to HP_UNWIND_ADDED steps, whose return
  * addresses ra[] are at offsets off[] from it (all below join), and then go on as the plain
- * walk whose words, outermost first, are w did from w[keep - 1], found at frame + 8 * join:
- * every one of those words holds. Fewer steps are given by repeating a word (the join's, if
- * none), since comparing a word twice costs less than a loop. */
+ * walk whose words, outermost first, are w did from w[keep - 1] (keep >= 1), found at
+ * frame + 8 * join: every one of those words holds. Fewer steps are given by repeating a
+ * word (the join's, if none), since comparing a word twice costs less than a loop.
+ * The caller vouches that w are words of the calling thread's stack, found below its top
+ * by the check that took them (a thread's stack keeps its top: stacks.c keeps them per
+ * thread record, whose pthread_t is that top): frame, tied to w[keep - 1] by join, is then
+ * below them on the same stack, and every word read lies between frame and w[0], so none
+ * can fault. Inline, with no bound of its own to look up, as a recursion's every node
+ * asks it (stacks.c, the guess's deltas). Four words a test, as hp_unwind_rel_holds's. */
 #define HP_UNWIND_ADDED 2
-int hp_unwind_words_hold(const struct hp_unwind_word *w, unsigned keep, unsigned join,
-			 const uint16_t *off, const uint64_t *ra, uintptr_t frame);
+static inline uintptr_t hp_unwind_word_diff(const struct hp_unwind_word *w)
+{
+	return *(const uintptr_t *)w->at ^ w->ra;
+}
+
+static inline uintptr_t hp_unwind_word_diff4(const struct hp_unwind_word *w)
+{
+	return hp_unwind_word_diff(w) | hp_unwind_word_diff(w + 1) | hp_unwind_word_diff(w + 2) |
+	       hp_unwind_word_diff(w + 3);
+}
+
+static inline int hp_unwind_words_hold(const struct hp_unwind_word *w, unsigned keep, unsigned join,
+				       const uint16_t *off, const uint64_t *ra, uintptr_t frame)
+{
+	if (w[keep - 1].at != frame + 8 * (uintptr_t)join)
+		return 0;
+	_Static_assert(HP_UNWIND_ADDED == 2, "the added words, compared below");
+	uintptr_t diff = (*(const uintptr_t *)(frame + 8 * (uintptr_t)off[0]) ^ ra[0]) |
+			 (*(const uintptr_t *)(frame + 8 * (uintptr_t)off[1]) ^ ra[1]);
+	if (keep < 4) {
+		for (unsigned i = 0; i < keep; i++)
+			diff |= hp_unwind_word_diff(&w[i]);
+		return !diff;
+	}
+	const struct hp_unwind_word *end = w + keep;
+	diff |= hp_unwind_word_diff4(w);
+	for (w += ((keep - 1) & 3) + 1; w < end; w += 4)
+		diff |= hp_unwind_word_diff4(w);
+	return !diff;
+}
 
 /* The walk from a given register state of the calling thread (pc exact, not a return
  * address); -1 when the slow path must do it. */
