@@ -749,14 +749,16 @@ __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
  * filter says so in one load, before the thread's record is even looked up, and such a
  * free is passed on uncounted (the sampled frees' weights stand for it in the round's
  * totals: collector.c). A free hook is this and a tail call of the rest, kept out of line
- * so that the skipped free's path saves no register. */
-#define FREE_SKIPPED(p, call)                                                                      \
+ * so that the skipped free's path saves no register. absent is hp_live_absent, or
+ * hp_live_absent_on in a hook that hp_hooks_arm installs only with the filter on. */
+#define FREE_SKIPPED_BY(absent, p, call)                                                           \
 	do {                                                                                       \
-		if (hp_live_absent((uintptr_t)(p))) {                                              \
+		if (absent((uintptr_t)(p))) {                                                      \
 			call;                                                                      \
 			return;                                                                    \
 		}                                                                                  \
 	} while (0)
+#define FREE_SKIPPED(p, call) FREE_SKIPPED_BY(hp_live_absent, p, call)
 
 /* Not GUARDED: malloc and calloc throw nothing, so their guard needs no cleanup, and a
  * hook that is not to record passes the call on as a tail call, with no test of the
@@ -1018,10 +1020,12 @@ HOOK_NEW3(hk_new_arr_al_nt, HK_NEW_ARR_AL_NT)
 	}                                                                                          \
 	static void fn(void *p)                                                                    \
 	{                                                                                          \
-		FREE_SKIPPED(p, REAL(id, void (*)(void *))(p));                                    \
+		FREE_SKIPPED_BY(hp_live_absent_on, p, REAL(id, void (*)(void *))(p));              \
 		fn##_general(p);                                                                   \
 	}
 
+/* Installed only with the filter on (hp_hooks_arm: the exact hooks without it, the
+ * counted ones in basic and extended mode), so they do not test that it is. */
 HOOK_DEL1(hk_free, HK_FREE)
 HOOK_DEL1(hk_del, HK_DEL)
 HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
@@ -1230,6 +1234,7 @@ void hp_hooks_arm(void)
 		hooks[HK_DEL].hook = (void *)hk_del_counted;
 		hooks[HK_DEL_ARR].hook = (void *)hk_del_arr_counted;
 	} else if (hp_live_filter) {
+		/* With HOOK_DEL1's free and plain deletes, which assume the filter. */
 		hooks[HK_MALLOC].hook = (void *)hk_malloc_sampled;
 		hooks[HK_CALLOC].hook = (void *)hk_calloc_sampled;
 	} else {
