@@ -46,11 +46,11 @@ struct guess {
  * is free and the arena has room. */
 struct delta {
 	uint32_t pred;
-	uint32_t gen;	    /* the modules' count they were made under */
-	uint8_t keep, nnew; /* pred's outermost words kept, words added */
-	uint16_t join;	    /* where the kept words begin: frame + 8 * join */
-	/* The added words, outermost first, the last one repeated past nnew (the join's when
-	 * none is added). */
+	uint32_t gen;	     /* the modules' count they were made under */
+	uint8_t keep, depth; /* pred's outermost words kept; the stack's words in all */
+	uint16_t join;	     /* where the kept words begin: frame + 8 * join */
+	/* The added words, outermost first, the last one repeated past depth - keep (the join's
+	 * when none is added). */
 	uint16_t off[HP_UNWIND_ADDED];
 	uint64_t ra[HP_UNWIND_ADDED];
 };
@@ -399,7 +399,7 @@ guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, uintptr_t f
 	struct hp_unwind_word *to = &c->buf[d->keep];
 	to[0] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[0], d->ra[0]};
 	to[1] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[1], d->ra[1]};
-	c->buf_n = d->keep + d->nnew;
+	c->buf_n = d->depth;
 	c->buf_id = id;
 	return 1;
 }
@@ -424,7 +424,7 @@ static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t i
 	d->pred = last;
 	d->gen = c->buf_gen;
 	d->keep = (uint8_t)keep;
-	d->nnew = (uint8_t)nnew;
+	d->depth = (uint8_t)depth;
 	d->join = (uint16_t)((c->buf[keep - 1].at - frame) / 8);
 	for (unsigned i = 0; i < HP_UNWIND_ADDED; i++) {
 		struct hp_unwind_word w = i < nnew ? hp_unwind_rel_word(chk, f, nnew - 1 - i, frame)
@@ -484,7 +484,10 @@ __attribute__((noinline)) static uint32_t guess_by_checks(struct hp_stack_cache 
 __attribute__((always_inline)) static inline uint32_t guess(struct hp_stack_cache *c, uint32_t last,
 							    uintptr_t frame)
 {
-	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_acquire);
+	/* Relaxed: the guess reads what it needs of id through the index of its delta or of
+	 * its checks, each loaded with acquire from the store that published it, after the
+	 * stack entry it was made from. */
+	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_relaxed);
 	if (!id)
 		return 0;
 	if (c->buf_id == last && guess_by_delta(c, last, id, frame)) {
