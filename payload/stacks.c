@@ -397,6 +397,7 @@ guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, uintptr_t f
 	/* All of them, the repeated ones past buf_n: no loop. */
 	_Static_assert(HP_UNWIND_ADDED == 2, "the added words, copied below");
 	struct hp_unwind_word *to = &c->buf[d->keep];
+	__asm__("" : "+r"(to)); /* one base for both: GCC made the second's anew */
 	to[0] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[0], d->ra[0]};
 	to[1] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[1], d->ra[1]};
 	c->buf_n = d->depth;
@@ -490,9 +491,15 @@ __attribute__((always_inline)) static inline uint32_t guess(struct hp_stack_cach
 	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_relaxed);
 	if (!id)
 		return 0;
-	if (c->buf_id == last && guess_by_delta(c, last, id, frame)) {
-		c->guessed = id;
-		return id;
+	if (c->buf_id == last) {
+		if (guess_by_delta(c, last, id, frame)) {
+			c->guessed = id;
+			return id;
+		}
+		/* last is the cache's buf_id still: read again, not kept across the check's
+		 * loop, where it would take the register of the leaf's last saved one. */
+		__asm__("" ::: "memory");
+		last = c->buf_id;
 	}
 	return guess_by_checks(c, last, id, frame);
 }
