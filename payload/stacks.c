@@ -467,7 +467,8 @@ static void take_words(struct hp_stack_cache *c, uint32_t last, uint32_t id, con
 }
 
 /* hp_stack_guess of id, last's successor, by its checks: out of line, so that the guess
- * by a delta, a recursion's every node, is a leaf that saves no register. */
+ * by a delta, a recursion's every node, is a leaf that saves only the registers its words'
+ * loop needs. */
 __attribute__((noinline)) static uint32_t guess_by_checks(struct hp_stack_cache *c, uint32_t last,
 							  uint32_t id, uintptr_t frame)
 {
