@@ -12,13 +12,16 @@ payload_heapprof_payload_so_SOURCES = \
 	payload/livemap.c payload/livemap.h payload/directmap.h \
 	payload/collector.c payload/collector.h \
 	src/common/hpstream.c src/common/hpstream.h
-# -fno-omit-frame-pointer: a stack capture starts at the hook's frame (hooks.c, HOOK_FRAME).
+# -fomit-frame-pointer: a stack capture starts at the hook's frame (hooks.c, HOOK_FRAME), and
+# GCC keeps the frame pointer of every function that asks __builtin_frame_address(0) for it;
+# the rest need none, and the free hooks and the guess then save a register fewer (3
+# instructions of a free+malloc pair, docs/performance.md).
 # -fno-tree-slp-vectorize: GCC would add an event's site counters, which the hook has just
 # stored one 8-byte field at a time, with 16-byte loads, which the store buffer cannot
 # forward: a stall on every event (docs/performance.md).
 payload_heapprof_payload_so_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -O2 -g -fPIC \
 	-fno-tree-slp-vectorize \
-	-fvisibility=hidden -fexceptions -fno-omit-frame-pointer
+	-fvisibility=hidden -fexceptions -fomit-frame-pointer
 # -nostartfiles: without crtbeginS.o a dlclose never calls __cxa_finalize, whose exit-handler
 # lock a fork in another thread can copy into the child held, hanging the child's exit().
 payload_heapprof_payload_so_LDFLAGS = -shared -nostartfiles -static-libgcc \
