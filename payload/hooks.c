@@ -719,10 +719,12 @@ __attribute__((always_inline)) static inline int record_free_exact(struct hp_thr
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	if ((e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) != DM_BLOCK)
 		return 0;
+	/* A block whose size is in the next word gives a key no counter has (no inline key's
+	 * size is DM_SIZE_NEXT), so the lookup below finds none and the general hook takes
+	 * the free: the common free is spared a test of its size. */
+	_Static_assert(DM_SIZE_NEXT > HP_SITE_INLINE_MAX, "no site key is a DM_SIZE_NEXT word's");
 	uint64_t key = e & HP_SITE_WORD_MASK;
 	uint32_t n = (uint32_t)key >> DM_STACK_BITS;
-	if (n == DM_SIZE_NEXT)
-		return 0;
 	hp_seq_step(t);
 	struct hp_site_ctr *c =
 	    hp_thread_ctr_near(t, atomic_load_explicit(&t->active, memory_order_relaxed), key);
