@@ -720,9 +720,12 @@ __attribute__((always_inline)) static inline int record_free_exact(struct hp_thr
 	if ((e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) != DM_BLOCK)
 		return 0;
 	/* A block whose size is in the next word gives a key no counter has (no inline key's
-	 * size is DM_SIZE_NEXT), so the lookup below finds none and the general hook takes
-	 * the free: the common free is spared a test of its size. */
-	_Static_assert(DM_SIZE_NEXT > HP_SITE_INLINE_MAX, "no site key is a DM_SIZE_NEXT word's");
+	 * size is DM_SIZE_NEXT, and every other key has a bit the mask clears), so the lookup
+	 * below finds none and the general hook takes the free: the common free is spared a
+	 * test of its size. */
+	_Static_assert(DM_SIZE_NEXT > HP_SITE_INLINE_MAX &&
+			   !(HP_SITE_WORD_MASK & (HP_SITE_OTHER | HP_SITE_BYTES)),
+		       "no site key is a DM_SIZE_NEXT word's");
 	uint64_t key = e & HP_SITE_WORD_MASK;
 	uint32_t n = (uint32_t)key >> DM_STACK_BITS;
 	hp_seq_step(t);
