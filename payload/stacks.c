@@ -25,9 +25,12 @@ _Static_assert(sizeof(struct ent) == 32, "hp_stacks_init's bound counts 32 bytes
 
 /* By id, for hp_stack_guess: the stack some thread took right after this one, where this
  * one's checks (unwind.h, hp_unwind_rel_make) begin in the check arena, and which of the
- * delta arena's entries is its delta (below). Both of the latter CHK_NONE before any thread
- * made them, CHK_CLAIMED while one makes them and for good when they cannot be made, else
- * at least CHK_FIRST. */
+ * delta arena's entries is the delta of a stack taken right after it (below). Both of the
+ * latter CHK_NONE before any thread made them, CHK_CLAIMED while one makes them and for
+ * good when they cannot be made, else at least CHK_FIRST. The delta hangs off the stack
+ * before it, not its own: a guess then finds it in the entry it read the successor from,
+ * where the successor's own entry was a line more to wait for on every node of a
+ * recursion. */
 struct guess {
 	_Atomic uint32_t succ;
 	_Atomic uint32_t chk;
@@ -37,15 +40,15 @@ struct guess {
 #define CHK_CLAIMED 1u
 #define CHK_FIRST 2u
 
-/* A stack's checks as the words it adds to those of pred, the stack checked before it
- * (unwind.h, hp_unwind_words_hold), for a thread that holds pred's words. A recursion's
- * next node shares all but a word or two of the last one's: checked so, the node's guess
- * reads this (half a line) where its checks and frames took four lines, and a tree of
- * binary-trees' 65535 paths swept 16 MB of them through the caches. Made once, by the
- * first thread to check the stack right after another one, while a quarter of max_memory
- * is free and the arena has room. */
+/* The checks of stack id as the words it adds to those of pred, the stack checked before
+ * it (unwind.h, hp_unwind_words_hold), for a thread that holds pred's words; pred's guess
+ * entry says where it is. A recursion's next node shares all but a word or two of the
+ * last one's: checked so, the node's guess reads this (half a line) where its checks and
+ * frames took four lines, and a tree of binary-trees' 65535 paths swept 16 MB of them
+ * through the caches. Made once a pred, by the first thread to check a stack right after
+ * it, while a quarter of max_memory is free and the arena has room. */
 struct delta {
-	uint32_t pred;
+	uint32_t id;
 	uint32_t gen;	     /* the modules' count they were made under */
 	uint8_t keep, depth; /* pred's outermost words kept; the stack's words in all */
 	uint16_t join;	     /* where the kept words begin: frame + 8 * join */
@@ -375,20 +378,20 @@ uint32_t hp_stack_intern_after(struct hp_stack_cache *c, uint32_t last, uint64_t
 	return id;
 }
 
-/* 1 if id's delta from last, whose words the cache holds, holds from frame: the cache then
- * holds id's. The words of any capture of last are last's return addresses, wherever the
- * stack was, so the first keep of them are id's outermost. The cache's words are the
- * thread's own, found below its stack's top (hp_unwind_words_hold's terms) by the check
- * that took them: a cache belongs to one thread record. */
-__attribute__((always_inline)) static inline int
-guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, uintptr_t frame)
+/* The stack of last's delta if it holds from frame, last's words being the cache's: the
+ * cache then holds that stack's; else 0. The words of any capture of last are last's
+ * return addresses, wherever the stack was, so the first keep of them are the stack's
+ * outermost. The cache's words are the thread's own, found below its stack's top
+ * (hp_unwind_words_hold's terms) by the check that took them: a cache belongs to one
+ * thread record. */
+__attribute__((always_inline)) static inline uint32_t guess_by_delta(struct hp_stack_cache *c,
+								     uint32_t last, uintptr_t frame)
 {
-	uint32_t at = atomic_load_explicit(&st.guess[id].delta, memory_order_acquire);
+	uint32_t at = atomic_load_explicit(&st.guess[last].delta, memory_order_acquire);
 	if (at < CHK_FIRST)
 		return 0;
 	const struct delta *d = &st.delta[at];
-	if (d->pred != last || d->gen != c->buf_gen || d->gen != hp_unwind_rel_gen_now() ||
-	    d->keep > c->buf_n ||
+	if (d->gen != c->buf_gen || d->gen != hp_unwind_rel_gen_now() || d->keep > c->buf_n ||
 	    !hp_unwind_words_hold(c->buf, d->keep, d->join, d->off, d->ra, frame))
 		return 0;
 	/* Read d again rather than keep what the check read in registers across its loop,
@@ -401,18 +404,17 @@ guess_by_delta(struct hp_stack_cache *c, uint32_t last, uint32_t id, uintptr_t f
 	to[0] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[0], d->ra[0]};
 	to[1] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[1], d->ra[1]};
 	c->buf_n = d->depth;
-	c->buf_id = id;
-	return 1;
+	return c->buf_id = d->id;
 }
 
-/* id's delta from last, whose words the cache held before its first keep words were found
+/* last's delta, to id, whose words the cache held before its first keep words were found
  * the same as id's and the others replaced by id's: made by the first thread to find id
- * so, when id adds at most HP_UNWIND_ADDED words. */
+ * so right after last, when id adds at most HP_UNWIND_ADDED words. */
 static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t id, unsigned keep,
 		       const uint16_t *chk, const uint64_t *f, unsigned depth, uintptr_t frame)
 {
 	unsigned nnew = depth - keep;
-	_Atomic uint32_t *slot = &st.guess[id].delta;
+	_Atomic uint32_t *slot = &st.guess[last].delta;
 	uint32_t none = CHK_NONE;
 	uint64_t at;
 	if (!keep || nnew > HP_UNWIND_ADDED ||
@@ -422,7 +424,7 @@ static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t i
 	    !take(&st.delta_used, 1, st.delta_cap, &at))
 		return;
 	struct delta *d = &st.delta[at];
-	d->pred = last;
+	d->id = id;
 	d->gen = c->buf_gen;
 	d->keep = (uint8_t)keep;
 	d->depth = (uint8_t)depth;
@@ -486,14 +488,9 @@ __attribute__((noinline)) static uint32_t guess_by_checks(struct hp_stack_cache 
 __attribute__((always_inline)) static inline uint32_t guess(struct hp_stack_cache *c, uint32_t last,
 							    uintptr_t frame)
 {
-	/* Relaxed: the guess reads what it needs of id through the index of its delta or of
-	 * its checks, each loaded with acquire from the store that published it, after the
-	 * stack entry it was made from. */
-	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_relaxed);
-	if (!id)
-		return 0;
 	if (c->buf_id == last) {
-		if (guess_by_delta(c, last, id, frame)) {
+		uint32_t id = guess_by_delta(c, last, frame);
+		if (id) {
 			c->guessed = id;
 			return id;
 		}
@@ -502,6 +499,12 @@ __attribute__((always_inline)) static inline uint32_t guess(struct hp_stack_cach
 		__asm__("" ::: "memory");
 		last = c->buf_id;
 	}
+	/* Relaxed: the guess reads what it needs of id through the index of its checks, loaded
+	 * with acquire from the store that published it, after the stack entry it was made
+	 * from; a delta's index is loaded so too. */
+	uint32_t id = atomic_load_explicit(&st.guess[last].succ, memory_order_relaxed);
+	if (!id)
+		return 0;
 	return guess_by_checks(c, last, id, frame);
 }
 
