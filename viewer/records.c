@@ -11,8 +11,10 @@
 #include "hpstream.h"
 
 struct hp_vs_addr {
+	uint64_t addr;
 	char *label;
 	bool allocator; /* inside an allocation function: not a call site */
+	bool pending;	/* not symbolized yet: no SYMBOL written, no label, not an allocator */
 	long site;	/* its index in the site table once a stack has it as call site */
 };
 
@@ -37,6 +39,7 @@ void hp_vs_free(struct hp_viewer_session *vs)
 	for (size_t i = 0; i < vs->naddrs; i++)
 		free(vs->addrs[i].label);
 	free(vs->addrs);
+	free(vs->pending);
 	free(vs->stack_site);
 	hp_keymap_free(&vs->addr_index);
 	hp_keymap_free(&vs->sparse_stack_site);
@@ -100,41 +103,60 @@ static char *make_label(uint64_t addr, const struct hp_sym_result *r)
 	return n < 0 ? NULL : label;
 }
 
-/* The index of addr's entry in vs->addrs, symbolizing it (and writing its SYMBOL) the
- * first time it is seen in the module that owns it now. */
-static int symbolize(struct hp_viewer_session *vs, uint64_t addr, uint32_t *idx,
+/* Symbolizes vs->addrs[i] and writes its SYMBOL. */
+static int resolve(struct hp_viewer_session *vs, uint32_t i, struct hp_error *err)
+{
+	struct hp_vs_addr *a = &vs->addrs[i];
+	struct hp_sym_result res;
+	hp_sym_resolve(vs->sym, a->addr, &res);
+	int rc = hp_pw_symbol(vs->pw, a->addr, &res);
+	a->label = make_label(a->addr, &res);
+	a->allocator =
+	    res.nframes > 0 && hp_is_allocator_function(res.frames[res.nframes - 1].function);
+	a->pending = false;
+	hp_sym_result_clear(&res);
+	if (rc < 0)
+		return write_failed(vs, rc, err);
+	if (!a->label) {
+		hp_error_set(err, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The index of addr's entry in vs->addrs, for the module that owns it now: symbolized
+ * (and its SYMBOL written) at once if now, else at the latest when pending ones are
+ * (flush_pending). */
+static int symbolize(struct hp_viewer_session *vs, uint64_t addr, bool now, uint32_t *idx,
 		     struct hp_error *err)
 {
 	uint32_t module = hp_sym_module_at(vs->sym, addr);
 	*idx = hp_keymap_get(&vs->addr_index, addr, module);
 	if (*idx != UINT32_MAX)
-		return 0;
-	if (grow((void **)&vs->addrs, &vs->addrs_cap, vs->naddrs, sizeof vs->addrs[0]) != 0)
-		goto oom;
-	struct hp_sym_result res;
-	hp_sym_resolve(vs->sym, addr, &res);
-	int rc = hp_pw_symbol(vs->pw, addr, &res);
-	struct hp_vs_addr a = {
-	    .label = make_label(addr, &res),
-	    .allocator =
-		res.nframes > 0 && hp_is_allocator_function(res.frames[res.nframes - 1].function),
-	    .site = -1,
-	};
-	hp_sym_result_clear(&res);
-	if (rc < 0) {
-		free(a.label);
-		return write_failed(vs, rc, err);
-	}
-	if (!a.label || hp_keymap_put(&vs->addr_index, addr, module, (uint32_t)vs->naddrs) != 0) {
-		free(a.label);
-		goto oom;
+		return now && vs->addrs[*idx].pending ? resolve(vs, *idx, err) : 0;
+	if (grow((void **)&vs->addrs, &vs->addrs_cap, vs->naddrs, sizeof vs->addrs[0]) != 0 ||
+	    (!now && grow((void **)&vs->pending, &vs->pending_cap, vs->npending,
+			  sizeof vs->pending[0]) != 0) ||
+	    hp_keymap_put(&vs->addr_index, addr, module, (uint32_t)vs->naddrs) != 0) {
+		hp_error_set(err, "out of memory");
+		return -1;
 	}
 	*idx = (uint32_t)vs->naddrs;
-	vs->addrs[vs->naddrs++] = a;
+	vs->addrs[vs->naddrs++] = (struct hp_vs_addr){.addr = addr, .pending = true, .site = -1};
+	if (now)
+		return resolve(vs, *idx, err);
+	vs->pending[vs->npending++] = *idx;
 	return 0;
-oom:
-	hp_error_set(err, "out of memory");
-	return -1;
+}
+
+/* Symbolizes every pending address, while the modules that own them still do. */
+static int flush_pending(struct hp_viewer_session *vs, struct hp_error *err)
+{
+	for (size_t i = 0; i < vs->npending; i++)
+		if (vs->addrs[vs->pending[i]].pending && resolve(vs, vs->pending[i], err) != 0)
+			return -1;
+	vs->npending = 0;
+	return 0;
 }
 
 static int on_module(struct hp_viewer_session *vs, const uint8_t *body, uint32_t len,
@@ -207,12 +229,18 @@ static int on_stack(struct hp_viewer_session *vs, const uint8_t *body, uint32_t 
 		return malformed(err, "short STACK record");
 	if (st.id == 0 || st.depth > HP_MAX_DEPTH || (size_t)(end - p) < (size_t)st.depth * 8)
 		return malformed(err, "STACK record with a bad id or depth");
+	/* The frames up to the call site (the first outside the allocator) name the site and
+	 * are symbolized now; the rest only in the profile, so they wait (flush_pending): a
+	 * session's first stacks would otherwise make the viewer load the debug info of
+	 * every module they pass through (libc's, compressed, inflated whole) while the
+	 * target runs. */
 	uint32_t site = UINT32_MAX;
 	for (uint32_t i = 0; i < st.depth; i++) {
 		uint32_t idx;
-		if (symbolize(vs, addr_at(p, i), &idx, err) != 0)
+		bool at_site = site == UINT32_MAX || vs->addrs[site].allocator;
+		if (symbolize(vs, addr_at(p, i), at_site, &idx, err) != 0)
 			return -1;
-		if (site == UINT32_MAX || vs->addrs[site].allocator)
+		if (at_site)
 			site = idx;
 	}
 	if (site != UINT32_MAX && vs->addrs[site].site < 0) {
@@ -297,6 +325,9 @@ int hp_vs_record(struct hp_viewer_session *vs, uint32_t type, const uint8_t *bod
 		break;
 	}
 
+	/* A module may replace those that own pending addresses, and nothing follows END. */
+	if ((type == HP_REC_MODULE || type == HP_REC_END) && flush_pending(vs, err) != 0)
+		return -1;
 	/* Copied before anything derived from it, so SYMBOL records follow their STACK. */
 	int rc = hp_pw_record(vs->pw, type, body, len);
 	if (rc < 0)
@@ -333,6 +364,8 @@ static int by_allocs(const void *a, const void *b)
 int hp_vs_finish(struct hp_viewer_session *vs, uint32_t reason, struct hp_error *err)
 {
 	if (!vs->seen_end) {
+		if (flush_pending(vs, err) != 0)
+			return -1;
 		struct hp_end e = {.reason = reason};
 		int rc = hp_pw_record(vs->pw, HP_REC_END, &e, sizeof e);
 		if (rc < 0)

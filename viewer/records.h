@@ -4,9 +4,10 @@
  * hpformat.h (every count against the record's length; HELLO first; no viewer-only
  * records), copies it to the profile, reports modules to the symbolizer and, after a
  * STACK, writes one SYMBOL per frame address not yet symbolized in the module that owns
- * it now. SITES entries count for the call site of their stack (sites.h); ROUND records
- * close a round there, update the statistics and go to the display. hp_vs_finish
- * appends END (target exit) if the stream had none and shows the summary.
+ * it now: at once for the frames up to the stack's call site, for the others before the
+ * next MODULE or END record (hpformat.h). SITES entries count for the call site of their stack
+ * (sites.h); ROUND records close a round there, update the statistics and go to the display.
+ * hp_vs_finish appends END (target exit) if the stream had none and shows the summary.
  */
 #ifndef HEAPPROF_VIEWER_RECORDS_H
 #define HEAPPROF_VIEWER_RECORDS_H
@@ -37,6 +38,8 @@ struct hp_viewer_session {
 	struct hp_keymap addr_index; /* (addr, module id) -> addrs[] */
 	struct hp_vs_addr *addrs;
 	size_t naddrs, addrs_cap;
+	uint32_t *pending; /* addrs[] not symbolized yet */
+	size_t npending, pending_cap;
 	/* Each stack's call site as its index in the site table + 1, 0 for none. The payload
 	 * numbers stacks 1, 2, 3...: an array by id costs 4 bytes a stack where a map costs
 	 * 16 times more, which an hour of a busy server (millions of stacks) would feel.

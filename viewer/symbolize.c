@@ -2,6 +2,7 @@
 
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +17,9 @@ char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 /* Each open module holds a file descriptor (two with separate debug info): stay well
  * inside the usual 1024 descriptor limit whatever the stream announces. */
 #define MAX_OPEN_MODULES 400
+
+/* libdw's search for separate debug files when given none (symbolize.h). */
+#define DEFAULT_DEBUGINFO_PATH ":.debug:/usr/lib/debug"
 
 /* A sized ELF symbol, for the lookups dwfl_module_addrinfo would make: it scans the whole
  * symbol table for every address, which a server's hundred thousand symbols times its
@@ -190,7 +194,58 @@ static void index_symbols(struct sym_module *m)
 	}
 }
 
-/* Opens the module's file and its debug info now, while the target still maps it. */
+/* 1 if the main file holds DWARF itself. */
+static bool has_own_dwarf(Dwfl_Module *dm)
+{
+	GElf_Addr bias;
+	Elf *elf = dwfl_module_getelf(dm, &bias);
+	size_t shstrndx;
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return false;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		const char *name =
+		    gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+		if (name && (!strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info")))
+			return true;
+	}
+	return false;
+}
+
+/* 1 if a debug file for the build-id is in the .build-id tree of a debuginfo path entry
+ * that names a directory of ours, not one beside the target's file (relative entries).
+ * libdw looks there first (dwfl_standard_find_debuginfo). */
+static bool build_id_file_here(const struct hp_symbolizer *s, const uint8_t *id, size_t len)
+{
+	if (len < 2 || len > 64)
+		return false;
+	char hex[129];
+	for (size_t i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	const char *path = s->debuginfo_path ? s->debuginfo_path : DEFAULT_DEBUGINFO_PATH;
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, ":");
+		const char *dir = p;
+		size_t dn = n;
+		while (dn && (*dir == '+' || *dir == '-')) /* elfutils' CRC check flags */
+			dir++, dn--;
+		char file[4096];
+		int k = snprintf(file, sizeof file, "%.*s/.build-id/%.2s/%s.debug", (int)dn, dir,
+				 hex, hex + 2);
+		if (dn && *dir == '/' && k > 0 && (size_t)k < sizeof file &&
+		    access(file, R_OK) == 0)
+			return true;
+		p += n + (p[n] == ':');
+	}
+	return false;
+}
+
+/* Opens the module's file, and its debug info, now, while the target still maps it. The
+ * debug info is loaded only when first asked for where the target's end cannot hide it
+ * (in the file itself, opened here, or in our own debug directories): libc's from
+ * libc6-dbg is compressed and was inflated whole as a session began, about 100 ms of the
+ * viewer's CPU taken from the target, for frames that are symbolized only when the session
+ * ends (records.h). */
 static void module_open(struct hp_symbolizer *s, struct sym_module *m, const char *path,
 			uint64_t bias, const uint8_t *build_id, size_t build_id_len)
 {
@@ -224,8 +279,10 @@ static void module_open(struct hp_symbolizer *s, struct sym_module *m, const cha
 			return;
 		}
 	}
-	Dwarf_Addr b;
-	dwfl_module_getdwarf(dm, &b);
+	if (!has_own_dwarf(dm) && !build_id_file_here(s, build_id, build_id_len)) {
+		Dwarf_Addr b;
+		dwfl_module_getdwarf(dm, &b);
+	}
 	m->dwfl = dwfl;
 	m->dm = dm;
 	s->nopen++;

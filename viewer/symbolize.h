@@ -2,7 +2,10 @@
  *
  * Contract: modules are reported as the stream announces them (id, path, bias, address
  * range, build-id); each one's file is opened at once, through /proc/PID/root when a pid
- * is given, so it resolves while the target is still alive. Debug info comes from the
+ * is given, so it resolves while the target is still alive, and so is its debug info,
+ * unless the file holds it or it is found by build-id under an absolute debuginfo
+ * directory (neither of which the target's end takes away): then it is loaded when an
+ * address first needs it. Debug info comes from the
  * file itself or from separate debug files (build-id, .gnu_debuglink, /usr/lib/debug),
  * searched along HEAPPROF_DEBUGINFO_PATH: elfutils' --debuginfo-path syntax, read once by
  * hp_sym_new; unset, ":.debug:/usr/lib/debug" (beside the file, in its .debug/, and under

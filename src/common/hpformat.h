@@ -20,7 +20,9 @@
  * SITES records carry the per-site deltas of the ROUND record that follows them. A STACK
  * always precedes the first SITES entry naming it; a MODULE precedes the first STACK whose
  * frames fall in it. The viewer adds SESSION right after the header and SYMBOL records
- * for each new stack's frames before the round that first uses it.
+ * for each new stack's frames: those up to its call site (its first frame outside the
+ * allocator) before the round that first uses it, the others before the next MODULE or
+ * END record, so a file cut short may lack them.
  *
  * Every integer is little-endian (the format is x86_64 Linux only). Bodies are read with
  * memcpy, never by casting, so records need no alignment. Readers must skip record types

@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -389,6 +390,82 @@ static void test_build_id_path(void **state)
 	dlclose(copy.handle);
 }
 
+/* A child that waits to be killed: a target whose /proc/PID/root goes with it. */
+static pid_t start_target(void)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+static void end_target(pid_t pid)
+{
+	int status;
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
+/* Reported through a target's /proc/PID/root, a module resolves as the original after the
+ * target is gone, whether its debug file is beside it (found through the target's root,
+ * so at once) or by build-id under a debuginfo directory of ours (when first needed). */
+static void test_target_gone(void **state)
+{
+	struct fixture *fx = *state;
+	char dir[PATH_MAX], debug[PATH_MAX], lib[PATH_MAX], root[PATH_MAX], bid[PATH_MAX];
+	char sub[PATH_MAX], hex[2 * sizeof fx->orig.mod.build_id + 1], xx[3];
+	const struct symtest_module *m = &fx->orig.mod;
+	for (size_t i = 0; i < m->build_id_len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", m->build_id[i]);
+	memcpy(xx, hex, 2);
+	xx[2] = '\0';
+	for (int by_id = 0; by_id < 2; by_id++) {
+		make_dir(dir, fx->dir, by_id ? "gone-build-id" : "gone-beside");
+		if (by_id) {
+			make_dir(root, dir, "root");
+			make_dir(bid, root, ".build-id");
+			make_dir(sub, bid, xx);
+			int n = snprintf(debug, sizeof debug, "%s/%s.debug", sub, hex + 2);
+			assert_true(n > 0 && (size_t)n < sizeof debug);
+		} else {
+			join(debug, dir, "split-symtest.dbg");
+		}
+		keep_only_debug(debug);
+		join(lib, dir, "libsymtest.so");
+		if (by_id) {
+			strip_all(lib, NULL);
+		} else {
+			/* With its .symtab kept, nothing but the DWARF leads libdw to the
+			 * debug file. */
+			char link[PATH_MAX + 32];
+			int n = snprintf(link, sizeof link, "--add-gnu-debuglink=%s", debug);
+			assert_true(n > 0 && (size_t)n < sizeof link);
+			run((char *[]){"objcopy", "--strip-debug", link, SYMTEST_LIB, lib, NULL});
+		}
+
+		struct lib copy;
+		assert_int_equal(load_lib(lib, &copy), 0);
+		if (by_id)
+			assert_int_equal(setenv("HEAPPROF_DEBUGINFO_PATH", root, 1), 0);
+		pid_t target = start_target();
+		struct hp_symbolizer *s = hp_sym_new(target);
+		unsetenv("HEAPPROF_DEBUGINFO_PATH");
+		assert_non_null(s);
+		assert_int_equal(hp_sym_add_module(s, 4, copy.mod.path, copy.mod.bias,
+						   copy.mod.start, copy.mod.end, copy.mod.build_id,
+						   copy.mod.build_id_len),
+				 0);
+		end_target(target);
+		expect_like_original(fx, &copy, s);
+		hp_sym_free(s);
+		dlclose(copy.handle);
+	}
+}
+
 /* Without debug info a frame is its ELF symbol alone: .symtab after strip --strip-debug,
  * .dynsym after --strip-all; an address no symbol holds stays module+offset. */
 static void test_no_debug_file(void **state)
@@ -440,7 +517,8 @@ int main(void)
 	    cmocka_unit_test(test_cxx_demangled),  cmocka_unit_test(test_no_module),
 	    cmocka_unit_test(test_wrong_build_id), cmocka_unit_test(test_unloaded_then_replaced),
 	    cmocka_unit_test(test_proc_root),	   cmocka_unit_test(test_debuglink),
-	    cmocka_unit_test(test_build_id_path),  cmocka_unit_test(test_no_debug_file),
+	    cmocka_unit_test(test_build_id_path),  cmocka_unit_test(test_target_gone),
+	    cmocka_unit_test(test_no_debug_file),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

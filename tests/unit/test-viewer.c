@@ -241,6 +241,8 @@ static void test_good_stream(void **state)
 		    {.stack_id = 2, .allocs = 3, .alloc_bytes = 300}}};
 	put(r.wfd, HP_REC_SITES, &sites, sizeof sites);
 	put_round(r.wfd, 1);
+	/* Replaces module 1: what it owns must be symbolized before. */
+	put_module(r.wfd, 2, &m);
 	struct hp_end end = {.reason = HP_END_DETACH};
 	put(r.wfd, HP_REC_END, &end, sizeof end);
 	finish_viewer(&r);
@@ -259,9 +261,10 @@ static void test_good_stream(void **state)
 
 	struct rec recs[32];
 	size_t n = load_profile(r.profile, recs, 32);
+	/* The call site's SYMBOL before the round; the outer frame's before the next MODULE. */
 	static const uint32_t want[] = {HP_REC_SESSION, HP_REC_HELLO,  HP_REC_MODULE, HP_REC_STACK,
-					HP_REC_SYMBOL,	HP_REC_SYMBOL, HP_REC_STACK,  HP_REC_SITES,
-					HP_REC_ROUND,	HP_REC_END};
+					HP_REC_SYMBOL,	HP_REC_STACK,  HP_REC_SITES,  HP_REC_ROUND,
+					HP_REC_SYMBOL,	HP_REC_MODULE, HP_REC_END};
 	assert_int_equal(n, sizeof want / sizeof want[0]);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(recs[i].type, want[i]);
@@ -272,7 +275,7 @@ static void test_good_stream(void **state)
 	assert_int_equal(ses.comm_len, strlen("test-viewer"));
 	assert_memory_equal(recs[0].body + sizeof ses, "test-viewer", ses.comm_len);
 	struct hp_round round;
-	memcpy(&round, recs[8].body, sizeof round);
+	memcpy(&round, recs[7].body, sizeof round);
 	assert_int_equal(round.seq, 1);
 	assert_int_equal(round.live_bytes, 600);
 
@@ -285,7 +288,7 @@ static void test_good_stream(void **state)
 	assert_true(nframes >= 1);
 	assert_string_equal(func, "marker_function");
 	assert_string_equal(file, "test-viewer.c");
-	symbol_function(&recs[5], &addr, &module, &nframes, func, file, sizeof func);
+	symbol_function(&recs[8], &addr, &module, &nframes, func, file, sizeof func);
 	assert_int_equal(addr, 0x10);
 	assert_int_equal(module, 0);
 	assert_int_equal(nframes, 0);
@@ -453,6 +456,8 @@ static void test_no_end(void **state)
 	start_viewer(&r);
 	assert_int_equal(hp_write_header(r.wfd), 0);
 	put_hello(r.wfd);
+	uint64_t frames[2] = {0x10, 0x20};
+	put_stack(r.wfd, 1, frames, 2);
 	put_round(r.wfd, 1);
 	put_round(r.wfd, 2);
 	finish_viewer(&r);
@@ -460,12 +465,19 @@ static void test_no_end(void **state)
 	assert_int_equal(WEXITSTATUS(r.status), 0);
 	assert_non_null(strstr(r.out, "\nround=2 time=1.500 "));
 
-	struct rec recs[8];
-	size_t n = load_profile(r.profile, recs, 8);
-	assert_int_equal(n, 5);
-	assert_int_equal(recs[4].type, HP_REC_END);
+	/* The outer frame's SYMBOL still comes, before the END the viewer adds. */
+	struct rec recs[10];
+	size_t n = load_profile(r.profile, recs, 10);
+	static const uint32_t want[] = {HP_REC_SESSION, HP_REC_HELLO, HP_REC_STACK,  HP_REC_SYMBOL,
+					HP_REC_ROUND,	HP_REC_ROUND, HP_REC_SYMBOL, HP_REC_END};
+	assert_int_equal(n, sizeof want / sizeof want[0]);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(recs[i].type, want[i]);
+	uint64_t addr;
+	memcpy(&addr, recs[6].body, sizeof addr);
+	assert_int_equal(addr, 0x20);
 	struct hp_end e;
-	memcpy(&e, recs[4].body, sizeof e);
+	memcpy(&e, recs[7].body, sizeof e);
 	assert_int_equal(e.reason, HP_END_TARGET_EXIT);
 	free_profile(recs, n);
 	unlink(r.profile);
