@@ -17,7 +17,7 @@
  * through multiplier 0 (its slot 0) if it runs then. */
 static struct hp_thread threads_none;
 struct hp_thread *hp_threads = &threads_none;
-_Static_assert(sizeof(struct hp_thread) == 4 * 64, "THREADS_CAP records are reserved at start");
+_Static_assert(sizeof(struct hp_thread) == 3 * 64, "THREADS_CAP records are reserved at start");
 int hp_threads_fenced;
 
 /* A bit for each record a thread claimed, set after its key and before the thread records

@@ -163,11 +163,7 @@ struct hp_thread {
 	 * when its key is the event's, since the collector empties a retired table in place;
 	 * reset when the owner grows the table (its old counters are unmapped). */
 	uintptr_t last;
-	/* Three lines hold the above; a fourth is left empty so that a record's place in the
-	 * table is its index shifted, where 192 bytes took a multiply by three more on every
-	 * hook's way in (two instructions a pair of the microbenchmark's 194), for 1 MB more
-	 * of THREADS_CAP records reserved. */
-} __attribute__((aligned(256)));
+} __attribute__((aligned(64)));
 
 /* Only the owner writes c, so the add need not be locked; one add to memory, since an
  * aligned 8-byte write is whole to any reader on x86-64 (the collector's relaxed loads).
