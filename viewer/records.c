@@ -12,9 +12,8 @@
 
 struct hp_vs_addr {
 	uint64_t addr;
-	char *label;
+	char *label;	/* NULL until symbolized and its SYMBOL written (pending) */
 	bool allocator; /* inside an allocation function: not a call site */
-	bool pending;	/* not symbolized yet: no SYMBOL written, no label, not an allocator */
 	long site;	/* its index in the site table once a stack has it as call site */
 };
 
@@ -113,7 +112,6 @@ static int resolve(struct hp_viewer_session *vs, uint32_t i, struct hp_error *er
 	a->label = make_label(a->addr, &res);
 	a->allocator =
 	    res.nframes > 0 && hp_is_allocator_function(res.frames[res.nframes - 1].function);
-	a->pending = false;
 	hp_sym_result_clear(&res);
 	if (rc < 0)
 		return write_failed(vs, rc, err);
@@ -133,7 +131,7 @@ static int symbolize(struct hp_viewer_session *vs, uint64_t addr, bool now, uint
 	uint32_t module = hp_sym_module_at(vs->sym, addr);
 	*idx = hp_keymap_get(&vs->addr_index, addr, module);
 	if (*idx != UINT32_MAX)
-		return now && vs->addrs[*idx].pending ? resolve(vs, *idx, err) : 0;
+		return now && !vs->addrs[*idx].label ? resolve(vs, *idx, err) : 0;
 	if (grow((void **)&vs->addrs, &vs->addrs_cap, vs->naddrs, sizeof vs->addrs[0]) != 0 ||
 	    (!now && grow((void **)&vs->pending, &vs->pending_cap, vs->npending,
 			  sizeof vs->pending[0]) != 0) ||
@@ -142,7 +140,7 @@ static int symbolize(struct hp_viewer_session *vs, uint64_t addr, bool now, uint
 		return -1;
 	}
 	*idx = (uint32_t)vs->naddrs;
-	vs->addrs[vs->naddrs++] = (struct hp_vs_addr){.addr = addr, .pending = true, .site = -1};
+	vs->addrs[vs->naddrs++] = (struct hp_vs_addr){.addr = addr, .site = -1};
 	if (now)
 		return resolve(vs, *idx, err);
 	vs->pending[vs->npending++] = *idx;
@@ -153,7 +151,7 @@ static int symbolize(struct hp_viewer_session *vs, uint64_t addr, bool now, uint
 static int flush_pending(struct hp_viewer_session *vs, struct hp_error *err)
 {
 	for (size_t i = 0; i < vs->npending; i++)
-		if (vs->addrs[vs->pending[i]].pending && resolve(vs, vs->pending[i], err) != 0)
+		if (!vs->addrs[vs->pending[i]].label && resolve(vs, vs->pending[i], err) != 0)
 			return -1;
 	vs->npending = 0;
 	return 0;
