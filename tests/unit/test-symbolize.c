@@ -282,17 +282,42 @@ static void keep_only_debug(const char *debug_file)
 	run((char *[]){"objcopy", "--only-keep-debug", SYMTEST_LIB, (char *)debug_file, NULL});
 }
 
-/* What ships: no .symtab, no DWARF, only .dynsym. */
-static void strip_all(const char *lib, const char *debuglink)
+/* lib as the original stripped how ("--strip-all" or "--strip-debug"), with a debuglink
+ * to debuglink unless NULL. */
+static void strip(const char *lib, const char *how, const char *debuglink)
 {
 	char link[PATH_MAX + 32];
 	if (!debuglink) {
-		run((char *[]){"objcopy", "--strip-all", SYMTEST_LIB, (char *)lib, NULL});
+		run((char *[]){"objcopy", (char *)how, SYMTEST_LIB, (char *)lib, NULL});
 		return;
 	}
 	int n = snprintf(link, sizeof link, "--add-gnu-debuglink=%s", debuglink);
 	assert_true(n > 0 && (size_t)n < sizeof link);
-	run((char *[]){"objcopy", "--strip-all", link, SYMTEST_LIB, (char *)lib, NULL});
+	run((char *[]){"objcopy", (char *)how, link, SYMTEST_LIB, (char *)lib, NULL});
+}
+
+/* What ships: no .symtab, no DWARF, only .dynsym. */
+static void strip_all(const char *lib, const char *debuglink)
+{
+	strip(lib, "--strip-all", debuglink);
+}
+
+/* debug gets the path of the original's debug file in ROOT/.build-id/xx/rest.debug, root
+ * made in dir; the directories are made, not the file. */
+static void build_id_debug_file(const struct fixture *fx, const char *dir, char *root, char *debug)
+{
+	char bid[PATH_MAX], sub[PATH_MAX], hex[2 * sizeof fx->orig.mod.build_id + 1], xx[3];
+	const struct symtest_module *m = &fx->orig.mod;
+	assert_true(m->build_id_len > 1);
+	for (size_t i = 0; i < m->build_id_len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", m->build_id[i]);
+	memcpy(xx, hex, 2);
+	xx[2] = '\0';
+	make_dir(root, dir, "root");
+	make_dir(bid, root, ".build-id");
+	make_dir(sub, bid, xx);
+	int n = snprintf(debug, PATH_MAX, "%s/%s.debug", sub, hex + 2);
+	assert_true(n > 0 && n < PATH_MAX);
 }
 
 /* The original's frames for its marked calls, from its own DWARF: the ones a copy must
@@ -356,21 +381,9 @@ static void test_debuglink(void **state)
 static void test_build_id_path(void **state)
 {
 	struct fixture *fx = *state;
-	char dir[PATH_MAX], root[PATH_MAX], bid[PATH_MAX], sub[PATH_MAX], debug[PATH_MAX];
-	char lib[PATH_MAX], hex[2 * sizeof fx->orig.mod.build_id + 1], xx[3];
-	const struct symtest_module *m = &fx->orig.mod;
-	assert_true(m->build_id_len > 1);
-	for (size_t i = 0; i < m->build_id_len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", m->build_id[i]);
-	memcpy(xx, hex, 2);
-	xx[2] = '\0';
-
+	char dir[PATH_MAX], root[PATH_MAX], debug[PATH_MAX], lib[PATH_MAX];
 	make_dir(dir, fx->dir, "build-id");
-	make_dir(root, dir, "root");
-	make_dir(bid, root, ".build-id");
-	make_dir(sub, bid, xx);
-	int n = snprintf(debug, sizeof debug, "%s/%s.debug", sub, hex + 2);
-	assert_true(n > 0 && (size_t)n < sizeof debug);
+	build_id_debug_file(fx, dir, root, debug);
 	keep_only_debug(debug);
 	join(lib, dir, "libsymtest.so");
 	strip_all(lib, NULL);
@@ -416,36 +429,18 @@ static void end_target(pid_t pid)
 static void test_target_gone(void **state)
 {
 	struct fixture *fx = *state;
-	char dir[PATH_MAX], debug[PATH_MAX], lib[PATH_MAX], root[PATH_MAX], bid[PATH_MAX];
-	char sub[PATH_MAX], hex[2 * sizeof fx->orig.mod.build_id + 1], xx[3];
-	const struct symtest_module *m = &fx->orig.mod;
-	for (size_t i = 0; i < m->build_id_len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", m->build_id[i]);
-	memcpy(xx, hex, 2);
-	xx[2] = '\0';
+	char dir[PATH_MAX], debug[PATH_MAX], lib[PATH_MAX], root[PATH_MAX];
 	for (int by_id = 0; by_id < 2; by_id++) {
 		make_dir(dir, fx->dir, by_id ? "gone-build-id" : "gone-beside");
-		if (by_id) {
-			make_dir(root, dir, "root");
-			make_dir(bid, root, ".build-id");
-			make_dir(sub, bid, xx);
-			int n = snprintf(debug, sizeof debug, "%s/%s.debug", sub, hex + 2);
-			assert_true(n > 0 && (size_t)n < sizeof debug);
-		} else {
+		if (by_id)
+			build_id_debug_file(fx, dir, root, debug);
+		else
 			join(debug, dir, "split-symtest.dbg");
-		}
 		keep_only_debug(debug);
 		join(lib, dir, "libsymtest.so");
-		if (by_id) {
-			strip_all(lib, NULL);
-		} else {
-			/* With its .symtab kept, nothing but the DWARF leads libdw to the
-			 * debug file. */
-			char link[PATH_MAX + 32];
-			int n = snprintf(link, sizeof link, "--add-gnu-debuglink=%s", debug);
-			assert_true(n > 0 && (size_t)n < sizeof link);
-			run((char *[]){"objcopy", "--strip-debug", link, SYMTEST_LIB, lib, NULL});
-		}
+		/* Beside: with its .symtab kept, nothing but the DWARF leads libdw to the
+		 * debug file. */
+		strip(lib, by_id ? "--strip-all" : "--strip-debug", by_id ? NULL : debug);
 
 		struct lib copy;
 		assert_int_equal(load_lib(lib, &copy), 0);
@@ -475,10 +470,7 @@ static void test_no_debug_file(void **state)
 	for (int all = 0; all < 2; all++) {
 		make_dir(dir, fx->dir, all ? "strip-all" : "strip-debug");
 		join(lib, dir, "libsymtest.so");
-		if (all)
-			strip_all(lib, NULL);
-		else
-			run((char *[]){"objcopy", "--strip-debug", SYMTEST_LIB, lib, NULL});
+		strip(lib, all ? "--strip-all" : "--strip-debug", NULL);
 
 		struct lib copy;
 		assert_int_equal(load_lib(lib, &copy), 0);
