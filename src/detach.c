@@ -23,8 +23,14 @@
 #include "target.h"
 
 #define PROG "heapprof-detach"
-/* How long heapprof-attach may take to unload and let its viewer write the file. */
-#define ATTACH_WAIT_MS 15000
+/* heapprof-attach bounds every step of its detach itself (the last round, the wait for
+ * threads to leave the payload, a minute for its viewer to name the frames left and write
+ * the file, then a SIGKILL), under three minutes in all; this limit only ends the wait on
+ * one that is stopped or hung. */
+#define ATTACH_WAIT_MS 180000
+/* How long the target may still map the payload before this command says what it waits
+ * for, checked no more often than that (a read of /proc/PID/maps). */
+#define QUIET_MS 1000
 
 static void usage(FILE *f)
 {
@@ -77,11 +83,15 @@ static int interrupted(const sigset_t *set, int ms)
 	return sig > 0 ? sig : 0;
 }
 
-/* Asks the live heapprof-attach to detach and waits until its session ends. */
-static int stop_attach(pid_t pid, const struct hp_session_info *info, const sigset_t *sigs)
+/* Asks the live heapprof-attach to detach and waits until its session ends. Once the
+ * target is out, what is left is the viewer's work on the file, which the user is told:
+ * on a server with much debug info it can take longer than the unload. */
+static int stop_attach(pid_t pid, const char *comm, const struct hp_session_info *info,
+		       const sigset_t *sigs)
 {
 	struct hp_error err = {0};
 	struct hp_session_info now;
+	int told = 0;
 
 	fprintf(stderr, PROG ": asking heapprof-attach (pid %d) to detach from %d\n",
 		(int)info->attach_pid, (int)pid);
@@ -100,12 +110,21 @@ static int stop_attach(pid_t pid, const struct hp_session_info *info, const sigs
 		}
 		if (waited >= ATTACH_WAIT_MS) {
 			fprintf(stderr,
-				PROG ": heapprof-attach (pid %d) has not finished detaching after "
-				     "%d s: it may still be waiting for its viewer; run " PROG
-				     " %d "
-				     "again later\n",
-				(int)info->attach_pid, ATTACH_WAIT_MS / 1000, (int)pid);
+				PROG
+				": heapprof-attach (pid %d) has not finished detaching after "
+				"%d s: it may be stopped or hung; check it (ps -o stat= -p %d), "
+				"then run " PROG " %d again\n",
+				(int)info->attach_pid, ATTACH_WAIT_MS / 1000, (int)info->attach_pid,
+				(int)pid);
 			return -1;
+		}
+		if (!told && waited >= QUIET_MS && waited % QUIET_MS == 0 &&
+		    hp_payload_mapped(pid) == 0) {
+			fprintf(stderr,
+				PROG ": %d (%s) is detached; waiting for heapprof-attach's viewer "
+				     "to finish %s\n",
+				(int)pid, comm, info->output);
+			told = 1;
 		}
 		int sig = interrupted(sigs, 50);
 		if (sig) {
@@ -185,7 +204,7 @@ int main(int argc, char **argv)
 		return HP_EXIT_FAIL;
 	}
 	if (live) {
-		if (stop_attach(pid, &info, &sigs) < 0)
+		if (stop_attach(pid, comm, &info, &sigs) < 0)
 			return HP_EXIT_FAIL;
 		int mapped = hp_payload_mapped(pid);
 		if (mapped == 0 && hp_inject_leftovers(pid) > 0)

@@ -12,7 +12,8 @@
 # payload is gone from the target, which it can only be once the payload has given the
 # stream up (a fixed wait raced with a detach that a loaded machine started late); when
 # the viewer continues it says in one line that the stream ended inside a record, writes
-# the whole rounds and ends the profile "cut-short". Both times heapprof-attach and
+# the whole rounds and ends the profile "cut-short"; meanwhile heapprof-detach says the
+# target is out and it waits for the viewer. Both times heapprof-attach and
 # heapprof-detach exit 0, the target is left clean and its self-check passes.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -25,10 +26,11 @@ hp_require_binaries "$ST_TARGET"
 
 # stalled_session NAME RESUME: one session whose viewer is stopped from 2 s before
 # heapprof-detach until RESUME seconds after it, or with RESUME "released" until the
-# target maps nothing of heapprof (within 30 s).
+# target maps nothing of heapprof (within 30 s) and heapprof-detach, still waiting, has
+# said that only the viewer is left.
 stalled_session()
 {
-	local name=$1 resume=$2 viewer detach status i
+	local name=$1 resume=$2 viewer detach status i waiting
 
 	hp_attach --batch --interval 50 --output "$hp_tmp/$name.hpf" "$TARGET_PID"
 	viewer=$ATTACH_CHILDREN
@@ -43,6 +45,10 @@ stalled_session()
 			hp_maps_clean "$TARGET_PID" && break
 			sleep 0.1
 		done
+		waiting="^heapprof-detach: $TARGET_PID \\(stress-target\\) is detached; "
+		waiting+="waiting for heapprof-attach's viewer to finish $hp_tmp/$name.hpf\$"
+		hp_wait_line "$hp_tmp/$name.detach" "$waiting" 10 ||
+			hp_fail "$name: heapprof-detach does not say it waits for the viewer: $(cat "$hp_tmp/$name.detach")"
 	else
 		sleep "$resume"
 	fi
