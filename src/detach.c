@@ -28,8 +28,9 @@
  * the file, then a SIGKILL), under three minutes in all; this limit only ends the wait on
  * one that is stopped or hung. */
 #define ATTACH_WAIT_MS 180000
-/* How long the target may still map the payload before this command says what it waits
- * for, checked no more often than that (a read of /proc/PID/maps). */
+/* From this long on, and this often, the wait looks whether the target is out already
+ * (reads of /proc/PID/maps and fd), to say that only the viewer is left; a detach that
+ * ends sooner says nothing more. */
 #define QUIET_MS 1000
 
 static void usage(FILE *f)
@@ -119,7 +120,7 @@ static int stop_attach(pid_t pid, const char *comm, const struct hp_session_info
 			return -1;
 		}
 		if (!told && waited >= QUIET_MS && waited % QUIET_MS == 0 &&
-		    hp_payload_mapped(pid) == 0) {
+		    hp_payload_mapped(pid) == 0 && hp_inject_leftovers(pid) == 0) {
 			fprintf(stderr,
 				PROG ": %d (%s) is detached; waiting for heapprof-attach's viewer "
 				     "to finish %s\n",
