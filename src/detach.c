@@ -28,9 +28,9 @@
  * the file, then a SIGKILL), under three minutes in all; this limit only ends the wait on
  * one that is stopped or hung. */
 #define ATTACH_WAIT_MS 180000
-/* From this long on, and this often, the wait looks whether the target is out already
- * (reads of /proc/PID/maps and fd), to say that only the viewer is left; a detach that
- * ends sooner says nothing more. */
+/* From this long on, and this often, the wait looks whether heapprof-attach is stopped
+ * and whether the target is out already (reads of /proc: stat, maps and fd), to say what
+ * it waits for; a detach that ends sooner says nothing more. */
 #define QUIET_MS 1000
 
 static void usage(FILE *f)
@@ -92,7 +92,7 @@ static int stop_attach(pid_t pid, const char *comm, const struct hp_session_info
 {
 	struct hp_error err = {0};
 	struct hp_session_info now;
-	int told = 0;
+	int told = 0, told_stopped = 0;
 
 	fprintf(stderr, PROG ": asking heapprof-attach (pid %d) to detach from %d\n",
 		(int)info->attach_pid, (int)pid);
@@ -119,8 +119,19 @@ static int stop_attach(pid_t pid, const char *comm, const struct hp_session_info
 				(int)pid);
 			return -1;
 		}
-		if (!told && waited >= QUIET_MS && waited % QUIET_MS == 0 &&
-		    hp_payload_mapped(pid) == 0 && hp_inject_leftovers(pid) == 0) {
+		int look = waited >= QUIET_MS && waited % QUIET_MS == 0;
+		/* A heapprof-attach stopped in its terminal (Ctrl-Z) takes the SIGTERM only
+		 * once it runs again: without a word this would wait out the limit. */
+		if (look && !told_stopped && hp_target_stopped(info->attach_pid)) {
+			fprintf(stderr,
+				PROG
+				": heapprof-attach (pid %d) is stopped and detaches only once "
+				"it runs again: continue it (fg in its shell, or kill -CONT %d); "
+				"waiting\n",
+				(int)info->attach_pid, (int)info->attach_pid);
+			told_stopped = 1;
+		}
+		if (look && !told && hp_payload_mapped(pid) == 0 && hp_inject_leftovers(pid) == 0) {
 			fprintf(stderr,
 				PROG ": %d (%s) is detached; waiting for heapprof-attach's viewer "
 				     "to finish %s\n",

@@ -45,6 +45,7 @@ HP_E2E_TESTS = \
 	tests/integration/test-e2e-cxx.sh \
 	tests/integration/test-e2e-duration.sh \
 	tests/integration/test-e2e-sigint.sh \
+	tests/integration/test-e2e-detach-stopped.sh \
 	tests/integration/test-e2e-target-exit.sh \
 	tests/integration/test-e2e-repeat.sh
 TESTS += $(HP_E2E_TESTS)

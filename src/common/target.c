@@ -75,6 +75,12 @@ int hp_target_alive(pid_t pid, unsigned long long start)
 	return st.state != 'Z' && st.state != 'X' && st.start == start;
 }
 
+int hp_target_stopped(pid_t pid)
+{
+	struct proc_stat st;
+	return read_stat(pid, &st) == 0 && (st.state == 'T' || st.state == 't');
+}
+
 /* The value after "Key:" in /proc/PID/status (the first line starting with key). */
 static int status_field(pid_t pid, const char *key, char *val, size_t len)
 {

@@ -30,6 +30,9 @@ int hp_target_start_time(pid_t pid, unsigned long long *start);
 /* 1 while pid runs (not a zombie) and started at start, else 0. */
 int hp_target_alive(pid_t pid, unsigned long long start);
 
+/* 1 while pid is stopped (by a signal, or in a tracer's stop), else 0. */
+int hp_target_stopped(pid_t pid);
+
 /* 1 if /proc/PID/maps shows the payload, 0 if not, -1 if maps can't be read. */
 int hp_target_has_payload(pid_t pid);
 
