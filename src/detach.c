@@ -76,6 +76,15 @@ static int parse_options(int argc, char **argv, pid_t *pid, int *status)
 	return hp_cli_pid_operand(PROG, argc, argv, pid, status);
 }
 
+/* 1 if pid holds anything of heapprof: the payload mapped, or only what a heapprof-attach
+ * killed mid-way left (a trampoline, the memfd: hp_inject_leftovers); 0 if nothing; -1 if
+ * /proc/PID/maps cannot be read. */
+static int heapprof_left(pid_t pid)
+{
+	int mapped = hp_payload_mapped(pid);
+	return mapped == 0 && hp_inject_leftovers(pid) > 0 ? 1 : mapped;
+}
+
 /* SIGINT, SIGTERM or SIGHUP taken within ms, else 0. */
 static int interrupted(const sigset_t *set, int ms)
 {
@@ -131,7 +140,7 @@ static int stop_attach(pid_t pid, const char *comm, const struct hp_session_info
 				(int)info->attach_pid, (int)info->attach_pid);
 			told_stopped = 1;
 		}
-		if (look && !told && hp_payload_mapped(pid) == 0 && hp_inject_leftovers(pid) == 0) {
+		if (look && !told && heapprof_left(pid) == 0) {
 			fprintf(stderr,
 				PROG ": %d (%s) is detached; waiting for heapprof-attach's viewer "
 				     "to finish %s\n",
@@ -218,9 +227,7 @@ int main(int argc, char **argv)
 	if (live) {
 		if (stop_attach(pid, comm, &info, &sigs) < 0)
 			return HP_EXIT_FAIL;
-		int mapped = hp_payload_mapped(pid);
-		if (mapped == 0 && hp_inject_leftovers(pid) > 0)
-			mapped = 1;
+		int mapped = heapprof_left(pid);
 		if (mapped == 0 || !hp_target_alive(pid, start)) {
 			fprintf(stderr,
 				PROG ": %d (%s) is detached; heapprof-attach wrote the profile to "
@@ -238,16 +245,13 @@ int main(int argc, char **argv)
 			(int)pid);
 		return unload_here(pid, comm);
 	}
-	int mapped = hp_payload_mapped(pid);
+	int mapped = heapprof_left(pid);
 	if (mapped < 0) {
 		hp_target_check_traceable(pid, &err);
 		hp_error_set(&err, "cannot read /proc/%d/maps", (int)pid);
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return HP_EXIT_FAIL;
 	}
-	/* A heapprof-attach killed mid-way may have left only a trampoline or the memfd. */
-	if (mapped == 0 && hp_inject_leftovers(pid) > 0)
-		mapped = 1;
 	if (mapped == 0) {
 		fprintf(stderr, PROG ": process %d is not being profiled\n", (int)pid);
 		return HP_EXIT_FAIL;
