@@ -21,13 +21,18 @@
  * held thread; its detach calls them the same way. */
 struct hp_payload_fns {
 	uint64_t handle, start, release, stop, free, collector;
+	int fallback; /* the fallback payload was loaded (hp_inject_load) */
 };
 
-/* Loads the payload file into pid and starts it with args. On success returns 0, *pipe_fd
- * is our own fd for the read end of the payload's pipe (O_CLOEXEC) and *fns says where the
- * payload is. */
-int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_args *args,
-		   int *pipe_fd, struct hp_payload_fns *fns, struct hp_error *err);
+/* Loads the payload file into pid and starts it with args. The payload keeps each thread's
+ * record in initial-exec TLS, which a dlopen can only place in glibc's static TLS surplus;
+ * where the target's own modules have used it up, the fallback file (NULL: none), which
+ * finds records by a hash, is loaded instead in the same hold. On success returns 0,
+ * *pipe_fd is our own fd for the read end of the payload's pipe (O_CLOEXEC) and *fns says
+ * where the payload is and which one it is. */
+int hp_inject_load(pid_t pid, const char *payload_path, const char *fallback_path,
+		   const struct hp_start_args *args, int *pipe_fd, struct hp_payload_fns *fns,
+		   struct hp_error *err);
 
 /* Stops the payload (it writes its last round to the pipe if a reader still holds it),
  * waits until no thread executes payload code, unloads it, removes the leftovers of a

@@ -95,18 +95,24 @@ static int payload_fns(struct hp_thread *t, const struct blob *b, uint64_t handl
 			     HP_START_SYMBOL);
 		return -1;
 	}
-	*fns = (struct hp_payload_fns){handle, a[0], a[1], a[2], a[3], a[4]};
+	*fns = (struct hp_payload_fns){.handle = handle,
+				       .start = a[0],
+				       .release = a[1],
+				       .stop = a[2],
+				       .free = a[3],
+				       .collector = a[4]};
 	return 0;
 }
 
-/* Everything from memfd_create to having our own copy of the pipe's read end. On failure
- * the target is put back: started payload stopped, handle closed, fds closed. */
-static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, const struct blob *b,
-			  const struct hp_start_args *args, int *pipe_fd,
-			  struct hp_payload_fns *fns, struct hp_error *err)
+/* memfd_create, the blob written into it, a dlopen of it and the memfd closed. 0 with
+ * *handle 0 and msg set when the dlopen failed; -1, the target put back, when anything
+ * else did. */
+static int dlopen_blob(struct hp_thread *t, const struct hp_libc_fns *f, const struct blob *b,
+		       uint64_t *handle, char *msg, size_t msglen, struct hp_error *err)
 {
 	pid_t pid = t->pid;
-	uint64_t a[2], rc, handle = 0;
+	uint64_t a[2], rc;
+	*handle = 0;
 	if (hp_remote_push(t, HP_MEMFD_NAME, sizeof HP_MEMFD_NAME, &a[0], err))
 		return -1;
 	a[1] = MFD_CLOEXEC;
@@ -120,21 +126,61 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 			     (int)pid);
 		return -1;
 	}
-	char path[64], msg[256];
+	char path[64];
 	snprintf(path, sizeof path, "/proc/self/fd/%d", memfd);
 	int r = fill_memfd(pid, memfd, b, err);
 	if (!r)
-		r = hp_call_dlopen(t, f, path, RTLD_NOW | RTLD_LOCAL, &handle, msg, sizeof msg,
-				   err);
+		r = hp_call_dlopen(t, f, path, RTLD_NOW | RTLD_LOCAL, handle, msg, msglen, err);
 	/* The mapping keeps the memfd's contents; the fd itself must not stay behind. */
-	if (hp_call_close(t, f, memfd, err) || r)
-		goto undo;
+	if (hp_call_close(t, f, memfd, err) || r) {
+		if (*handle && !t->dead)
+			hp_call_dlclose(t, f, *handle, err);
+		*handle = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* dlopen's complaint when a module's initial-exec TLS finds no room left in the static
+ * TLS block (glibc's optional surplus, taken by the target's own dlopened modules). */
+static int no_static_tls(const char *msg)
+{
+	return strstr(msg, "static TLS") != NULL;
+}
+
+/* Everything from memfd_create to having our own copy of the pipe's read end: the payload
+ * b, or fb (if it has one) where b finds no static TLS. On failure the target is put back:
+ * started payload stopped, handle closed, fds closed. */
+static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, const struct blob *b,
+			  const struct blob *fb, const struct hp_start_args *args, int *pipe_fd,
+			  struct hp_payload_fns *fns, struct hp_error *err)
+{
+	pid_t pid = t->pid;
+	uint64_t a[1], rc, handle;
+	char path[64], msg[256];
+	if (dlopen_blob(t, f, b, &handle, msg, sizeof msg, err))
+		return -1;
+	int fallback = !handle && fb->len && no_static_tls(msg);
+	if (fallback) {
+		if (dlopen_blob(t, f, fb, &handle, msg, sizeof msg, err))
+			return -1;
+		b = fb;
+	}
+	if (!handle && no_static_tls(msg) && !fb->len) {
+		hp_error_set(err,
+			     "dlopen of the payload failed in process %d: %s; the fallback "
+			     "payload, which needs none, is not installed beside it: reinstall "
+			     "heapprof",
+			     (int)pid, msg);
+		return -1;
+	}
 	if (!handle) {
 		hp_error_set(err, "dlopen of the payload failed in process %d: %s", (int)pid, msg);
 		return -1;
 	}
 	if (payload_fns(t, b, handle, fns, err))
 		goto undo;
+	fns->fallback = fallback;
 	if (hp_remote_push(t, args, sizeof *args, &a[0], err) ||
 	    hp_remote_call(t, HP_START_SYMBOL, fns->start, a, 1, &rc, err))
 		goto undo;
@@ -167,8 +213,9 @@ undo:
 	return -1;
 }
 
-int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_args *args,
-		   int *pipe_fd, struct hp_payload_fns *fns, struct hp_error *err)
+int hp_inject_load(pid_t pid, const char *payload_path, const char *fallback_path,
+		   const struct hp_start_args *args, int *pipe_fd, struct hp_payload_fns *fns,
+		   struct hp_error *err)
 {
 	*pipe_fd = -1;
 	int mapped = hp_payload_mapped(pid);
@@ -189,9 +236,13 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	struct hp_libc_fns f;
 	if (hp_libc_resolve(pid, &f, err))
 		return -1;
-	struct blob b = {0};
+	struct blob b = {0}, fb = {0};
 	if (read_payload(payload_path, &b, err))
 		return -1;
+	if (fallback_path && read_payload(fallback_path, &fb, err)) {
+		free(b.data);
+		return -1;
+	}
 	/* Written before a thread is held: finding the room reads /proc/PID/maps, which took
 	 * over 500 ms of the hold in a process of 3000 threads. */
 	struct hp_start_args sa = *args;
@@ -207,7 +258,7 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 		 * those our calls run under. */
 		r = hp_seccomp_check(&t, &filters, err);
 		if (!r)
-			r = load_in_thread(&t, &f, &b, &sa, pipe_fd, fns, err);
+			r = load_in_thread(&t, &f, &b, &fb, &sa, pipe_fd, fns, err);
 		if (hp_thread_release(&t, err) && !r) {
 			close(*pipe_fd);
 			*pipe_fd = -1;
@@ -218,5 +269,6 @@ int hp_inject_load(pid_t pid, const char *payload_path, const struct hp_start_ar
 	if (r && hp_payload_mapped(pid) == 0)
 		hp_stubs_erase_unused(pid);
 	free(b.data);
+	free(fb.data);
 	return r;
 }

@@ -69,26 +69,23 @@ _Atomic uint64_t hp_lost_unrecorded;
 
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
-/* The slot where the hooks look for self's record: slot 0, which no thread claims, unless
- * they are recording (thread_mult). Never NULL: without saying so the callers' tests of
- * the record were made twice, once for the slot. */
-__attribute__((always_inline)) static inline struct hp_thread *home_slot(uintptr_t self)
+/* What a hook compares its record's key with: its thread pointer while recording, else
+ * one no key matches (payload.h, self_flip). */
+__attribute__((always_inline)) static inline uintptr_t hook_self(void)
 {
-	struct hp_thread *t = &hp_threads[hp_thread_home_as(
-	    self, atomic_load_explicit(&hp.po->thread_mult, memory_order_relaxed))];
-	if (!t)
-		__builtin_unreachable();
-	return t;
+	return hp_self() ^ atomic_load_explicit(&hp.self_flip, memory_order_relaxed);
 }
 
-/* The thread's record when it is recording, the record is at its home slot and its guard
- * is clear; else NULL, and enter() knows more. Calls nothing, so a hook whose every call
- * is a tail call saves no register for it. */
+/* The thread's record when it is recording, the record is known to the thread and its
+ * guard is clear; else NULL, and enter() knows more. Calls nothing, so a hook whose every
+ * call is a tail call saves no register for it. */
 __attribute__((always_inline)) static inline struct hp_thread *home_record(void)
 {
-	uintptr_t self = hp_self();
-	struct hp_thread *t = home_slot(self);
-	return atomic_load_explicit(&t->key, memory_order_acquire) == self ? t : NULL;
+	struct hp_thread *t = HP_THREAD_GUESS(hp_self());
+	/* Never NULL: without saying so the callers' tests of the record were made twice. */
+	if (!t)
+		__builtin_unreachable();
+	return atomic_load_explicit(&t->key, memory_order_acquire) == hook_self() ? t : NULL;
 }
 
 /* home_record's record, its guard set. */
@@ -793,11 +790,11 @@ static void *hk_calloc(size_t a, size_t b)
 }
 
 /* Sampling from the start (the live map's filter on), nearly every allocation is one the
- * countdown passes over, and for those the hook needs only the thread's record at its
- * home slot, the countdown and two counts: the general hook's other loads and its frame
- * cost sampled mode as much again. So malloc and calloc get hooks that try that first and
- * jump to the general hook for the rest (sampled, guarded, not recording, a record off its
- * home slot). Not operator new: it can throw, and only the general hook's cleanup clears
+ * countdown passes over, and for those the hook needs only the thread's record, the
+ * countdown and two counts: the general hook's other loads and its frame cost sampled mode
+ * as much again. So malloc and calloc get hooks that try that first and jump to the
+ * general hook for the rest (sampled, guarded, not recording, a record the thread has not
+ * found yet). Not operator new: it can throw, and only the general hook's cleanup clears
  * the guard then.
  * A passed-over allocation is counted before the real call, which is then a tail call:
  * waiting for its result kept a frame and four registers around every call (threadtest
@@ -1040,8 +1037,8 @@ HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
  * guard cleared first; anything else the general hook's, from the start. */
 static void hk_free_exact(void *p)
 {
-	uintptr_t self = hp_self();
-	struct hp_thread *t = home_slot(self);
+	uintptr_t self = hook_self();
+	struct hp_thread *t = HP_THREAD_GUESS(hp_self());
 	uintptr_t key = atomic_load_explicit(&t->key, memory_order_acquire);
 	int done;
 	if (key == self) {
@@ -1253,7 +1250,7 @@ void hp_hooks_arm(void)
 	else
 		hp_dm_near_off();
 	atomic_store(&patching, 1);
-	atomic_store(&hp.po->thread_mult, HP_THREAD_MULT);
+	atomic_store(&hp.self_flip, 0);
 	atomic_store(&hp.po->recording, 1);
 }
 
@@ -1430,7 +1427,7 @@ int hp_unpatch_all(void)
 {
 	struct walk w = {.restore = 1};
 	atomic_store(&patching, 0);
-	atomic_store(&hp.po->thread_mult, 0);
+	atomic_store(&hp.self_flip, HP_SELF_STOPPED);
 	atomic_store(&hp.po->recording, 0);
 	dl_iterate_phdr(phdr_cb, &w);
 	/* Addresses of stubs that code kept now lead to the real functions. */

@@ -30,6 +30,14 @@ payload_heapprof_payload_so_LDFLAGS = -shared -nostartfiles -static-libgcc \
 # it is unloaded with the payload and nothing of ours outlives a detach.
 payload_heapprof_payload_so_LDADD = -lgcc_eh -lpthread
 
+# The same payload without TLS, loaded where a target has no static TLS left for the
+# first one's record pointer (payload/threads.h, HP_THREAD_TLS).
+payload_PROGRAMS += payload/heapprof-payload-hashed.so
+payload_heapprof_payload_hashed_so_SOURCES = $(payload_heapprof_payload_so_SOURCES)
+payload_heapprof_payload_hashed_so_CFLAGS = $(payload_heapprof_payload_so_CFLAGS) -DHP_THREAD_TLS=0
+payload_heapprof_payload_hashed_so_LDFLAGS = $(payload_heapprof_payload_so_LDFLAGS)
+payload_heapprof_payload_hashed_so_LDADD = $(payload_heapprof_payload_so_LDADD)
+
 # Tests of the payload (tests/unit/test-got*.c, test-payload*.c, gotlib*.c). They are
 # built without sanitizers: an instrumented allocator would sit between hooks and counts.
 HP_PAYLOAD_TEST_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(HP_WARN_CFLAGS) -g -O1 $(CMOCKA_CFLAGS)

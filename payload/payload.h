@@ -27,11 +27,6 @@
 struct hp_parent_only {
 	atomic_int recording; /* hooks record only while set */
 	int parent;	      /* set in the process the payload was started in */
-	/* The multiplier by which the hooks find a thread's record (threads.h,
-	 * hp_thread_home_as): HP_THREAD_MULT while recording, else 0, which sends every hook
-	 * to slot 0, which no thread claims. The hooks' test of recording, where the zeroed
-	 * page of a child and a stop leave it: three instructions fewer a hook. */
-	_Atomic uint64_t thread_mult;
 };
 
 struct hp_payload {
@@ -39,13 +34,19 @@ struct hp_payload {
 	uintptr_t text_lo, text_hi; /* every PT_LOAD of the payload: frames to drop */
 	uintptr_t base;		    /* the payload's dlpi_addr: never patched */
 	struct hp_parent_only *po;  /* never NULL */
-	uint64_t max_memory;	    /* bytes: the limit hp_mem_admit enforces */
-	uint64_t start_ms;	    /* CLOCK_MONOTONIC_COARSE at start, in ms */
+	/* Xored into the thread pointer that a hook compares its record's key with: 0 while
+	 * recording, else HP_SELF_STOPPED, which no key matches (keys are even thread
+	 * pointers, 0 or odd). The hooks' test of a stop in the one compare they make anyway.
+	 * A forked child sees 0 here but every record zeroed (threads.c). */
+	_Atomic uintptr_t self_flip;
+	uint64_t max_memory; /* bytes: the limit hp_mem_admit enforces */
+	uint64_t start_ms;   /* CLOCK_MONOTONIC_COARSE at start, in ms */
 	/* Mean bytes between sampled allocations; 0 = every one. Set at start, or once by
 	 * hp_go_sampled; read by the hooks on every allocation. */
 	_Atomic uint64_t rate;
 	atomic_int went_sampled; /* max_memory was reached: rounds carry HP_ROUND_SAMPLED */
 };
+#define HP_SELF_STOPPED ((uintptr_t)2)
 
 #define HP_LIVE_ENTRY_BYTES 24
 #define HP_LIVE_DIRECT_BYTES 8

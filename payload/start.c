@@ -39,7 +39,7 @@ static pid_t loaded_pid;
 /* The pipe's read end until the injector has its own copy (hpabi.h). */
 static atomic_int pending_rfd = -1;
 
-struct hp_payload hp = {.po = &po_none};
+struct hp_payload hp = {.po = &po_none, .self_flip = HP_SELF_STOPPED};
 
 static uint64_t coarse_ms(void)
 {
@@ -260,6 +260,7 @@ __attribute__((destructor)) static void payload_unload(void)
 	hp_collector_end();
 	pthread_mutex_unlock(&state_lock);
 	release_memory();
+	hp_threads_unload();
 	if (hp.po != &po_none) {
 		struct hp_parent_only *po = hp.po;
 		hp.po = &po_none;

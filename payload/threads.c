@@ -3,6 +3,7 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,10 +14,13 @@
 #define THREADS_CAP (1u << HP_THREADS_BITS) /* records; reserved, pages touched on use */
 #define SITE_TAB_MIN 64u
 
-/* Never NULL: between sessions a record that no thread claims, which a hook reaches
- * through multiplier 0 (its slot 0) if it runs then. */
+/* A record no thread claims (key 0): hp_threads before the first session, and every
+ * thread's hp_thread_mine until the thread finds its own. */
 static struct hp_thread threads_none;
 struct hp_thread *hp_threads = &threads_none;
+#if HP_THREAD_TLS
+__thread struct hp_thread *hp_thread_mine = &threads_none;
+#endif
 _Static_assert(sizeof(struct hp_thread) == 3 * 64, "THREADS_CAP records are reserved at start");
 int hp_threads_fenced;
 
@@ -165,12 +169,26 @@ static int membarrier_works(void)
 	return prctl(PR_GET_SECCOMP) == 0 || membarrier_global() == 0;
 }
 
+#define THREADS_BYTES (THREADS_CAP * sizeof(struct hp_thread))
+
+/* The records are reserved once and kept until unload (hp_threads_unload), since a thread
+ * keeps its record's address (hp_thread_mine) across sessions; a session counts them as
+ * mapped and leaves them zeroed. A forked child sees them zeroed (MADV_WIPEONFORK), so
+ * that its hooks, whose page of hp_parent_only is zeroed too, find no record of theirs
+ * (payload.h). */
 int hp_threads_init(int reserve_free)
 {
-	struct hp_thread *t = hp_map(THREADS_CAP * sizeof *t);
-	if (!t)
-		return -1;
-	hp_threads = t;
+	if (hp_threads == &threads_none) {
+		struct hp_thread *t = hp_reserve(THREADS_BYTES);
+		if (!t)
+			return -1;
+		if (madvise(t, THREADS_BYTES, MADV_WIPEONFORK) < 0) {
+			hp_unreserve(t, THREADS_BYTES);
+			return -1;
+		}
+		hp_threads = t;
+	}
+	atomic_fetch_add(&hp_mapped_bytes, THREADS_BYTES);
 	for (unsigned w = 0; w < THREADS_CAP / 64; w++)
 		atomic_store_explicit(&claimed[w], 0, memory_order_relaxed);
 	hp_threads_fenced = membarrier_works();
@@ -192,29 +210,36 @@ void hp_threads_fini(void)
 		if (atomic_load_explicit(&hp_threads[i].dense, memory_order_relaxed))
 			dense_free(&hp_threads[i]);
 	}
-	struct hp_thread *t = hp_threads;
+	/* Zero pages again: no key, so no hook matches its thread's record until the
+	 * thread claims it anew. */
+	madvise(hp_threads, THREADS_BYTES, MADV_DONTNEED);
+	atomic_fetch_sub(&hp_mapped_bytes, THREADS_BYTES);
+}
+
+void hp_threads_unload(void)
+{
+	if (hp_threads == &threads_none)
+		return;
+	hp_unreserve(hp_threads, THREADS_BYTES);
 	hp_threads = &threads_none;
-	hp_unmap(t, THREADS_CAP * sizeof *t);
 }
 
 struct hp_thread *hp_thread_self_slow(uintptr_t self)
 {
 	unsigned i = hp_thread_home(self);
 	for (unsigned n = 0; n < THREADS_CAP; n++, i = (i + 1) & (THREADS_CAP - 1)) {
-		if (!i)
-			continue;
 		struct hp_thread *t = &hp_threads[i];
 		uintptr_t k = atomic_load_explicit(&t->key, memory_order_acquire);
 		if ((k & ~(uintptr_t)HP_THREAD_GUARDED) == self)
-			return t;
+			return HP_THREAD_FOUND(t);
 		if (k == 0) {
 			uintptr_t expect = 0;
 			if (atomic_compare_exchange_strong(&t->key, &expect, self)) {
 				atomic_fetch_or(&claimed[i / 64], 1ull << (i % 64));
-				return t;
+				return HP_THREAD_FOUND(t);
 			}
 			if ((expect & ~(uintptr_t)HP_THREAD_GUARDED) == self)
-				return t;
+				return HP_THREAD_FOUND(t);
 		}
 	}
 	return NULL;

@@ -1,7 +1,8 @@
-/* threads.h - per-thread records, found by pthread_self() without TLS.
+/* threads.h - per-thread records, keyed by pthread_self() and cached in one TLS word.
  *
  * Contract: hp_thread_self returns the calling thread's record from a fixed, mmap'd,
- * open-addressed table (NULL only if the table is full), inserting it on first use. A
+ * open-addressed table (NULL only if the table is full), inserting it on first use and
+ * keeping its address in the thread's hp_thread_mine. A
  * record whose thread exited is inherited by the next thread with the same pthread_t;
  * that is exact because records only ever add. Only the owning thread writes a record
  * (hp_own_add on the totals: one unlocked add to memory); records are
@@ -207,25 +208,41 @@ static inline struct hp_site_ctr *hp_thread_dense(const struct hp_thread *t, uns
 /* reserve_free: hp_reserve_is_free(), asked once by the caller. */
 int hp_threads_init(int reserve_free);
 void hp_threads_fini(void);
+/* At the payload's unload, after the last session's hp_threads_fini. */
+void hp_threads_unload(void);
 
 #define HP_THREADS_BITS 14
 extern struct hp_thread *hp_threads __attribute__((visibility("hidden")));
+/* hp_thread_self's search for the record of self, the calling thread's pointer. */
 struct hp_thread *hp_thread_self_slow(uintptr_t self);
+
+/* HP_THREAD_TLS 1 (heapprof-payload.so): the calling thread's record once
+ * hp_thread_self_slow has found it, else an empty record whose key no thread pointer
+ * matches. Initial-exec: two instructions a hook, where hashing the thread pointer into the
+ * table took seven. Records stay mapped, their keys zeroed, from a session's end to the
+ * payload's unload (threads.c), so that this never points at memory a hook cannot read.
+ * HP_THREAD_TLS 0 (heapprof-payload-hashed.so, for a target with no static TLS left:
+ * inject.h): the record at the thread's home slot, the hash's first guess. */
+#ifndef HP_THREAD_TLS
+#define HP_THREAD_TLS 1
+#endif
+#if HP_THREAD_TLS
+extern __thread struct hp_thread *hp_thread_mine
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+#define HP_THREAD_GUESS(self) ((void)(self), hp_thread_mine)
+#define HP_THREAD_FOUND(t) (hp_thread_mine = (t))
+#else
+#define HP_THREAD_GUESS(self) (&hp_threads[hp_thread_home(self)])
+#define HP_THREAD_FOUND(t) (t)
+#endif
 
 /* Where the search for a thread's record starts: one multiply (Fibonacci hashing), since
  * pthread_t values are thread descriptors megabytes apart and the high bits of the
- * product spread them well. Slot 0 is never claimed, so the hooks' multiplier 0
- * (hp_parent_only.thread_mult) finds no record; a thread whose home it is takes the next
- * free slot, which the hooks find through the slow path. */
+ * product spread them well. */
 #define HP_THREAD_MULT 0x9e3779b97f4a7c15ull
-static inline unsigned hp_thread_home_as(uintptr_t self, uint64_t mult)
-{
-	return (unsigned)((self * mult) >> (64 - HP_THREADS_BITS));
-}
-
 static inline unsigned hp_thread_home(uintptr_t self)
 {
-	return hp_thread_home_as(self, HP_THREAD_MULT);
+	return (unsigned)((self * HP_THREAD_MULT) >> (64 - HP_THREADS_BITS));
 }
 
 /* The guard lives in the key, so that one compare of a record's key with pthread_self()
@@ -250,12 +267,11 @@ static inline int hp_thread_guarded(const struct hp_thread *t)
 	return atomic_load_explicit(&t->key, memory_order_relaxed) & HP_THREAD_GUARDED;
 }
 
-/* The calling thread's record, guarded or not; the common case (the record at its home
- * slot) is inline. */
+/* The calling thread's record, guarded or not; the common case (found before) is inline. */
 static inline struct hp_thread *hp_thread_self(void)
 {
 	uintptr_t self = hp_self();
-	struct hp_thread *t = &hp_threads[hp_thread_home(self)];
+	struct hp_thread *t = HP_THREAD_GUESS(self);
 	if ((atomic_load_explicit(&t->key, memory_order_acquire) & ~(uintptr_t)HP_THREAD_GUARDED) ==
 	    self)
 		return t;

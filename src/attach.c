@@ -527,7 +527,8 @@ static int profile(struct run *r)
 static int run(struct run *r)
 {
 	struct hp_error err = {0};
-	char payload[PATH_MAX], viewer[PATH_MAX], defout[64], abs_output[PATH_MAX];
+	char payload[PATH_MAX], fallback[PATH_MAX], viewer[PATH_MAX], defout[64],
+	    abs_output[PATH_MAX];
 
 	if (hp_target_check(r->o.pid, &err) < 0 || hp_target_start_time(r->o.pid, &r->start) < 0) {
 		hp_error_set(&err, "process %d exited: nothing to profile", (int)r->o.pid);
@@ -573,10 +574,17 @@ static int run(struct run *r)
 	    .max_memory = r->o.max_memory,
 	};
 	int fd;
-	if (hp_inject_load(r->o.pid, payload, &args, &fd, &r->payload, &err) < 0) {
+	const char *fb =
+	    hp_payload_fallback_path(payload, fallback, sizeof fallback) == 0 ? fallback : NULL;
+	if (hp_inject_load(r->o.pid, payload, fb, &args, &fd, &r->payload, &err) < 0) {
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return HP_EXIT_FAIL;
 	}
+	if (r->payload.fallback)
+		fprintf(stderr,
+			PROG ": process %d has no static TLS left for the payload; loaded %s, "
+			     "which finds each thread's record by a hash (a little slower)\n",
+			(int)r->o.pid, HP_PAYLOAD_FALLBACK_FILE);
 	double attach_stop_ms = (double)hp_inject_longest_stop_ns() / 1e6;
 	r->viewer = start_viewer(viewer, fd, r->o.pid, r->output, r->o.batch);
 	/* The viewer must be the pipe's only reader: if it dies, the payload sees EPIPE. */

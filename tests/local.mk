@@ -58,6 +58,14 @@ TESTS += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut
 EXTRA_DIST += tests/integration/test-e2e-max-memory.sh tests/integration/test-e2e-cut-stacks.sh \
 	tests/integration/test-e2e-exact-paths.sh tests/integration/test-e2e-exact-order.sh
 
+# A target whose static TLS is used up gets the hashed payload (inject.h, hp_inject_load).
+check_PROGRAMS += tests/targets/libtls-pad.so
+tests_targets_libtls_pad_so_SOURCES = tests/targets/tls-pad.c
+tests_targets_libtls_pad_so_CFLAGS = $(HP_TARGET_CFLAGS) -fPIC
+tests_targets_libtls_pad_so_LDFLAGS = -shared -Wl,--no-undefined
+TESTS += tests/integration/test-e2e-no-static-tls.sh
+EXTRA_DIST += tests/integration/test-e2e-no-static-tls.sh
+
 # Process states while attached (issue 5): fork and exec, dlopen and dlclose.
 check_PROGRAMS += tests/targets/fork-target tests/targets/dl-target tests/targets/libdltest.so
 tests_targets_fork_target_SOURCES = tests/targets/fork-target.c

@@ -28,6 +28,9 @@
 
 #define HP_PAYLOAD_SONAME "libheapprof-payload.so.1"
 #define HP_PAYLOAD_FILE "heapprof-payload.so"
+/* Beside it: the same payload finding thread records by a hash instead of TLS, for a target
+ * with no static TLS left (inject.h, hp_inject_load). */
+#define HP_PAYLOAD_FALLBACK_FILE "heapprof-payload-hashed.so"
 /* The memfd the payload is loaded from: /proc/PID/maps shows "/memfd:heapprof (deleted)". */
 #define HP_MEMFD_NAME "heapprof"
 /* The collector thread's name (/proc/PID/task/TID/comm). */

@@ -28,8 +28,7 @@ static int in_build_tree(void)
 	return parent && (size_t)(parent - exe) == dl && strncmp(exe, dir, dl) == 0;
 }
 
-static int locate(char *buf, size_t len, const char *env, const char *built,
-		  const char *installed)
+static int locate(char *buf, size_t len, const char *env, const char *built, const char *installed)
 {
 	const char *override = getenv(env);
 	if (override && *override)
@@ -45,6 +44,14 @@ int hp_payload_path(char *buf, size_t len)
 {
 	return locate(buf, len, "HEAPPROF_PAYLOAD", "payload/" HP_PAYLOAD_FILE,
 		      PKGLIBDIR "/" HP_PAYLOAD_FILE);
+}
+
+int hp_payload_fallback_path(const char *payload, char *buf, size_t len)
+{
+	const char *slash = strrchr(payload, '/');
+	int dir = slash ? (int)(slash - payload + 1) : 0;
+	snprintf(buf, len, "%.*s%s", dir, payload, HP_PAYLOAD_FALLBACK_FILE);
+	return access(buf, R_OK) == 0 ? 0 : -1;
 }
 
 int hp_viewer_path(char *buf, size_t len)

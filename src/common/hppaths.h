@@ -14,6 +14,8 @@
  * path looked for) if it does not. */
 int hp_payload_path(char *buf, size_t len);
 int hp_viewer_path(char *buf, size_t len);
+/* The fallback payload (hpabi.h) in payload's directory, the same way. */
+int hp_payload_fallback_path(const char *payload, char *buf, size_t len);
 
 /* 1 if a /proc/PID/maps path is our payload: its memfd, or the payload file itself. A plain
  * substring test would also match a target that lives in a directory named heapprof-x. */

@@ -10,16 +10,26 @@
  *         A later "go" first frees the blocks kept from the previous one.
  *   ping  answers "pong" without allocating.
  *   exit  (or end of input) every worker frees what it kept; the process exits 0.
+ * With MT_TARGET_TLS_PAD naming a library whose only content is a small initial-exec TLS
+ * variable (tls-pad.c), it first loads copies of that library until glibc's static TLS has
+ * no room for another: a process into which a module with initial-exec TLS cannot be
+ * dlopened, as one whose own plugins took the room would be.
  * Every block carries a fill pattern that is checked before it is freed; any mismatch is
  * reported on stderr and makes the exit status 1. The program calls neither malloc nor free
  * before the first "go" (its arrays come from calloc), so in a lazily bound build their PLT
  * slots are still unresolved when a profiler attaches.
  */
+#define _GNU_SOURCE /* memfd_create */
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct worker {
 	pthread_t thread;
@@ -148,6 +158,46 @@ static void go(void)
 	say("done");
 }
 
+/* Each copy from a memfd of its own, so that the loader takes it for another module; each
+ * memfd stays open, since a path the loader has seen (/proc/self/fd/N) names the module it
+ * loaded from there. */
+static void fill_static_tls(const char *pad)
+{
+	int fd = open(pad, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	void *image = MAP_FAILED;
+
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		image = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (image == MAP_FAILED) {
+		fprintf(stderr, "mt-target: cannot read %s\n", pad);
+		exit(1);
+	}
+	close(fd);
+	for (unsigned n = 0;; n++) {
+		char path[64];
+		int m = memfd_create("tls-pad", MFD_CLOEXEC);
+
+		if (m < 0 || write(m, image, (size_t)st.st_size) != st.st_size || n > 100000) {
+			fputs("mt-target: cannot copy the TLS pad\n", stderr);
+			exit(1);
+		}
+		snprintf(path, sizeof path, "/proc/self/fd/%d", m);
+		if (!dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
+			const char *why = dlerror();
+
+			if (!why || !strstr(why, "static TLS")) {
+				fprintf(stderr, "mt-target: dlopen of the TLS pad: %s\n",
+					why ? why : "?");
+				exit(1);
+			}
+			fprintf(stderr, "mt-target: static TLS full after %u pads\n", n);
+			break;
+		}
+	}
+	munmap(image, (size_t)st.st_size);
+}
+
 static unsigned parse_count(const char *s, const char *what)
 {
 	char *end;
@@ -187,6 +237,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (getenv("MT_TARGET_TLS_PAD"))
+		fill_static_tls(getenv("MT_TARGET_TLS_PAD"));
 	say("ready");
 
 	while (fgets(line, sizeof(line), stdin)) {

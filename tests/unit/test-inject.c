@@ -177,7 +177,7 @@ static void cycle(pid_t pid, int base_fds, double ms[2], int by_other)
 	struct hp_payload_fns fns;
 	int fd = -1;
 	double t0 = now_ms();
-	if (hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err))
+	if (hp_inject_load(pid, TESTLIB, NULL, &start_args, &fd, &fns, &err))
 		fail_msg("load: %s", err.msg);
 	ms[0] = now_ms() - t0;
 	assert_true(fd >= 0);
@@ -300,7 +300,7 @@ static void test_entry_points(void **state)
 	struct hp_error err = {0};
 	struct hp_payload_fns fns;
 	int fd = -1;
-	if (hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err))
+	if (hp_inject_load(pid, TESTLIB, NULL, &start_args, &fd, &fns, &err))
 		fail_msg("load: %s", err.msg);
 	read_stream_start(fd, pid);
 	struct hp_libc_fns f;
@@ -345,7 +345,7 @@ static void test_tracer_stalled(void **state)
 	struct hp_payload_fns fns;
 	int fd = -1;
 	setenv("HEAPPROF_TEST_STALL_IN", HP_RELEASE_SYMBOL, 1);
-	int r = hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err);
+	int r = hp_inject_load(pid, TESTLIB, NULL, &start_args, &fd, &fns, &err);
 	unsetenv("HEAPPROF_TEST_STALL_IN");
 	assert_int_equal(r, -1);
 	printf("# stalled: %s\n", err.msg);
@@ -429,7 +429,7 @@ static void test_no_such_process(void **state)
 	struct hp_error err = {0};
 	struct hp_payload_fns fns;
 	int fd = 7;
-	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err), -1);
+	assert_int_equal(hp_inject_load(pid, TESTLIB, NULL, &start_args, &fd, &fns, &err), -1);
 	assert_int_equal(fd, -1);
 	assert_true(err.set);
 	assert_non_null(strstr(err.msg, "does not exist"));
@@ -458,7 +458,7 @@ static void test_already_traced(void **state)
 	struct hp_error err = {0};
 	struct hp_payload_fns fns;
 	int fd = 7;
-	assert_int_equal(hp_inject_load(pid, TESTLIB, &start_args, &fd, &fns, &err), -1);
+	assert_int_equal(hp_inject_load(pid, TESTLIB, NULL, &start_args, &fd, &fns, &err), -1);
 	assert_int_equal(fd, -1);
 	printf("# already traced: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "already traced"));

@@ -18,6 +18,7 @@
 #include <linux/membarrier.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -252,27 +253,34 @@ static void test_last_after_growth(void **state)
 	assert_int_equal(sum.lost, 0);
 }
 
-/* Multiplier 0 (the hooks' while nothing records: payload.h) sends every thread to slot
- * 0, so no thread may own it: a thread whose home is slot 0 gets the next one, and finds
- * it again when its guard is set. */
-static void test_slot_zero_never_claimed(void **state)
+/* A thread keeps its record's address (what the hooks read in place of a search); the
+ * record stays readable with its key zeroed after the session, and a forked child sees it
+ * zeroed, so that neither a late hook nor a child's matches it (payload.h, self_flip). */
+static void test_record_kept_and_forgotten(void **state)
 {
 	(void)state;
-	uint64_t inv = HP_THREAD_MULT;
-	for (int i = 0; i < 6; i++)
-		inv *= 2 - HP_THREAD_MULT * inv;
-	uintptr_t self = 2 * inv; /* even, as a pthread_t is: self * HP_THREAD_MULT == 2 */
-	assert_int_equal(hp_thread_home(self), 0);
-	assert_int_equal(hp_thread_home_as(hp_self(), 0), 0);
-	struct hp_thread *t = hp_thread_self_slow(self);
-	assert_ptr_equal(t, &hp_threads[1]);
-	assert_int_equal(atomic_load(&hp_threads[0].key), 0);
-	hp_thread_guard(t);
-	assert_true(hp_thread_guarded(t));
-	assert_ptr_equal(hp_thread_self_slow(self), t);
-	hp_thread_unguard(t);
-	assert_false(hp_thread_guarded(t));
-	assert_int_equal(atomic_load(&t->key), self);
+	struct hp_thread *t = hp_thread_self();
+	assert_non_null(t);
+	assert_ptr_equal(hp_thread_mine, t);
+	assert_int_equal(atomic_load(&t->key), hp_self());
+	assert_ptr_equal(hp_thread_self(), t);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(atomic_load(&hp_thread_mine->key) == 0 ? 0 : 1);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(atomic_load(&t->key), hp_self());
+	hp_threads_fini();
+	assert_ptr_equal(hp_thread_mine, t);
+	assert_int_equal(atomic_load(&t->key), 0);
+	assert_int_equal(hp_threads_init(hp_reserve_is_free()), 0);
+	t = hp_thread_self();
+	assert_non_null(t);
+	assert_ptr_equal(hp_thread_mine, t);
+	assert_int_equal(atomic_load(&t->key), hp_self());
 }
 
 /* A key round-trips its stack id and size code, no key is 0, and for every size a block's
@@ -326,7 +334,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_fence_from_query, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_slot_zero_never_claimed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_record_kept_and_forgotten, setup, teardown),
 	    cmocka_unit_test(test_site_key_of_word),
 	    cmocka_unit_test_setup_teardown(test_few_sites, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dense_in_a_row, setup, teardown),
