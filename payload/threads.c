@@ -170,6 +170,8 @@ static int membarrier_works(void)
 }
 
 #define THREADS_BYTES (THREADS_CAP * sizeof(struct hp_thread))
+/* Between a session's hp_threads_init and its hp_threads_fini, which the unload repeats. */
+static int threads_counted;
 
 /* The records are reserved once and kept until unload (hp_threads_unload), since a thread
  * keeps its record's address (hp_thread_mine) across sessions; a session counts them as
@@ -188,6 +190,7 @@ int hp_threads_init(int reserve_free)
 		}
 		hp_threads = t;
 	}
+	threads_counted = 1;
 	atomic_fetch_add(&hp_mapped_bytes, THREADS_BYTES);
 	for (unsigned w = 0; w < THREADS_CAP / 64; w++)
 		atomic_store_explicit(&claimed[w], 0, memory_order_relaxed);
@@ -198,8 +201,9 @@ int hp_threads_init(int reserve_free)
 
 void hp_threads_fini(void)
 {
-	if (hp_threads == &threads_none)
+	if (!threads_counted)
 		return;
+	threads_counted = 0;
 	EACH_CLAIMED (i) {
 		hp_site_tab_free(&hp_threads[i].tab[0]);
 		hp_site_tab_free(&hp_threads[i].tab[1]);
