@@ -160,19 +160,19 @@ static int load_in_thread(struct hp_thread *t, const struct hp_libc_fns *f, cons
 	char path[64], msg[256];
 	if (dlopen_blob(t, f, b, &handle, msg, sizeof msg, err))
 		return -1;
-	int fallback = !handle && fb->len && no_static_tls(msg);
-	if (fallback) {
-		if (dlopen_blob(t, f, fb, &handle, msg, sizeof msg, err))
-			return -1;
-		b = fb;
-	}
-	if (!handle && no_static_tls(msg) && !fb->len) {
+	int fallback = !handle && no_static_tls(msg);
+	if (fallback && !fb->len) {
 		hp_error_set(err,
 			     "dlopen of the payload failed in process %d: %s; the fallback "
 			     "payload, which needs none, is not installed beside it: reinstall "
 			     "heapprof",
 			     (int)pid, msg);
 		return -1;
+	}
+	if (fallback) {
+		if (dlopen_blob(t, f, fb, &handle, msg, sizeof msg, err))
+			return -1;
+		b = fb;
 	}
 	if (!handle) {
 		hp_error_set(err, "dlopen of the payload failed in process %d: %s", (int)pid, msg);

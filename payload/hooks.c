@@ -76,15 +76,22 @@ __attribute__((always_inline)) static inline uintptr_t hook_self(void)
 	return hp_self() ^ atomic_load_explicit(&hp.self_flip, memory_order_relaxed);
 }
 
+/* The record the thread found last, or an empty one (threads.h, HP_THREAD_GUESS). Never
+ * NULL: without saying so the callers' tests of the record were made twice. */
+__attribute__((always_inline)) static inline struct hp_thread *guess_record(void)
+{
+	struct hp_thread *t = HP_THREAD_GUESS(hp_self());
+	if (!t)
+		__builtin_unreachable();
+	return t;
+}
+
 /* The thread's record when it is recording, the record is known to the thread and its
  * guard is clear; else NULL, and enter() knows more. Calls nothing, so a hook whose every
  * call is a tail call saves no register for it. */
 __attribute__((always_inline)) static inline struct hp_thread *home_record(void)
 {
-	struct hp_thread *t = HP_THREAD_GUESS(hp_self());
-	/* Never NULL: without saying so the callers' tests of the record were made twice. */
-	if (!t)
-		__builtin_unreachable();
+	struct hp_thread *t = guess_record();
 	return atomic_load_explicit(&t->key, memory_order_acquire) == hook_self() ? t : NULL;
 }
 
@@ -1038,7 +1045,7 @@ HOOK_DEL1(hk_del_arr, HK_DEL_ARR)
 static void hk_free_exact(void *p)
 {
 	uintptr_t self = hook_self();
-	struct hp_thread *t = HP_THREAD_GUESS(hp_self());
+	struct hp_thread *t = guess_record();
 	uintptr_t key = atomic_load_explicit(&t->key, memory_order_acquire);
 	int done;
 	if (key == self) {
