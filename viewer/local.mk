@@ -53,7 +53,8 @@ HP_VIEWER_TESTS = tests/integration/test-live.sh tests/integration/test-man.sh
 TESTS += $(HP_VIEWER_TESTS)
 EXTRA_DIST += $(HP_VIEWER_TESTS)
 
-# Man pages: the installed paths and the version are filled in at build time.
+# Man pages: the installed paths and the version are filled in at build time; a path
+# may break after any slash (\:), since a long prefix is wider than the page.
 HP_MAN_PAGES = docs/man/heapprof-attach.1 docs/man/heapprof-detach.1 docs/man/heapprof-view.1
 man1_MANS += $(HP_MAN_PAGES)
 CLEANFILES += $(HP_MAN_PAGES)
@@ -61,7 +62,8 @@ EXTRA_DIST += docs/man/heapprof-attach.1.in docs/man/heapprof-detach.1.in \
 	docs/man/heapprof-view.1.in
 hp_man_edit = $(AM_V_GEN)$(MKDIR_P) docs/man && \
 	sed -e 's|@pkglibdir[@]|$(pkglibdir)|g' -e 's|@pkglibexecdir[@]|$(pkglibexecdir)|g' \
-	    -e 's|@VERSION[@]|$(VERSION)|g' $(srcdir)/$@.in >$@.tmp && mv $@.tmp $@
+	    -e 's|@VERSION[@]|$(VERSION)|g' -e '/^\.I \//s|/|/\\:|g' $(srcdir)/$@.in >$@.tmp && \
+	mv $@.tmp $@
 docs/man/heapprof-attach.1: docs/man/heapprof-attach.1.in Makefile
 	$(hp_man_edit)
 docs/man/heapprof-detach.1: docs/man/heapprof-detach.1.in Makefile

@@ -4,7 +4,7 @@
 # Every option that heapprof-attach --help, heapprof-detach --help, heapprof-view --help
 # and each heapprof-view COMMAND --help lists appears in the command's man page, and so
 # does every heapprof-view command; with groff installed, each page renders without a
-# warning. The bash completion script parses and defines a function for each command.
+# warning, also with its installed paths under a prefix wider than the page. The bash completion script parses and defines a function for each command.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -58,8 +58,12 @@ if command -v groff >/dev/null 2>&1; then
 	for cmd in attach detach view; do
 		warnings=$(groff -man -Tutf8 -ww -z "$man_dir/heapprof-$cmd.1" 2>&1)
 		[ -z "$warnings" ] || hp_fail "heapprof-$cmd.1 renders with warnings: $warnings"
+		# Installed under a prefix wider than the page, as make distcheck does.
+		warnings=$(sed 's|^\.I /|&\\:a/\\:prefix/\\:deeper/\\:than/\\:any/\\:line/\\:of/\\:the/\\:page/\\:can/\\:hold/\\:at/\\:seventy/\\:eight/\\:columns/|' \
+			"$man_dir/heapprof-$cmd.1" | groff -man -Tutf8 -ww -z 2>&1)
+		[ -z "$warnings" ] || hp_fail "heapprof-$cmd.1 renders with warnings under a long prefix: $warnings"
 	done
-	hp_ok "the man pages render without warnings"
+	hp_ok "the man pages render without warnings, also under a long prefix"
 fi
 
 # shellcheck disable=SC1091 # the script under test
