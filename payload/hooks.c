@@ -70,10 +70,15 @@ _Atomic uint64_t hp_lost_unrecorded;
 #define REAL(id, type) ((type)atomic_load_explicit(&hooks[id].real, memory_order_relaxed))
 
 /* What a hook compares its record's key with: its thread pointer while recording, else
- * one no key matches (payload.h, self_flip). */
+ * one no key matches (payload.h, self_flip and alloc_flip). */
+__attribute__((always_inline)) static inline uintptr_t self_flipped(_Atomic uintptr_t *flip)
+{
+	return hp_self() ^ atomic_load_explicit(flip, memory_order_relaxed);
+}
+
 __attribute__((always_inline)) static inline uintptr_t hook_self(void)
 {
-	return hp_self() ^ atomic_load_explicit(&hp.self_flip, memory_order_relaxed);
+	return self_flipped(&hp.self_flip);
 }
 
 /* The record the thread found last, or an empty one (threads.h, HP_THREAD_GUESS). Never
@@ -89,10 +94,15 @@ __attribute__((always_inline)) static inline struct hp_thread *guess_record(void
 /* The thread's record when it is recording, the record is known to the thread and its
  * guard is clear; else NULL, and enter() knows more. Calls nothing, so a hook whose every
  * call is a tail call saves no register for it. */
-__attribute__((always_inline)) static inline struct hp_thread *home_record(void)
+__attribute__((always_inline)) static inline struct hp_thread *record_if(_Atomic uintptr_t *flip)
 {
 	struct hp_thread *t = guess_record();
-	return atomic_load_explicit(&t->key, memory_order_acquire) == hook_self() ? t : NULL;
+	return atomic_load_explicit(&t->key, memory_order_acquire) == self_flipped(flip) ? t : NULL;
+}
+
+__attribute__((always_inline)) static inline struct hp_thread *home_record(void)
+{
+	return record_if(&hp.self_flip);
 }
 
 /* home_record's record, its guard set. */
@@ -659,20 +669,35 @@ __attribute__((always_inline)) static inline int record_alloc_named(struct hp_th
  * every hook, since most sampled allocations stop there. The hooks that basic and extended
  * mode replace (hp_hooks_arm) call it directly; the others through record_alloc, which
  * tests the mode. */
-__attribute__((always_inline)) static inline void record_alloc_full(struct hp_thread *t, void *p,
-								    size_t n, uintptr_t frame)
+__attribute__((always_inline)) static inline void count_full(struct hp_thread *t, void *p, size_t n)
 {
 	hp_own_add(&t->tot.allocs, 1);
 	hp_own_add(&t->tot.alloc_bytes, n);
 	/* Only the live map's frees ask which block was last (take_last). */
 	t->last_alloc = (uintptr_t)p;
-	uint64_t rate = rate_now();
-	if (rate) {
-		if (hp_sample_hit(t, n, rate))
-			record_alloc_rest(t, p, n, frame, 0);
-	} else if (!record_alloc_named(t, p, n, frame)) {
+}
+
+/* Full mode's allocation where the hook knows that nothing is sampled (hp.alloc_flip): no
+ * test of the rate. A switch to sampling after that test is seen by the next allocation. */
+__attribute__((always_inline)) static inline void record_alloc_exact(struct hp_thread *t, void *p,
+								     size_t n, uintptr_t frame)
+{
+	count_full(t, p, n);
+	if (!record_alloc_named(t, p, n, frame))
 		record_alloc_rest(t, p, n, frame, 1);
+}
+
+__attribute__((always_inline)) static inline void record_alloc_full(struct hp_thread *t, void *p,
+								    size_t n, uintptr_t frame)
+{
+	uint64_t rate = rate_now();
+	if (!rate) {
+		record_alloc_exact(t, p, n, frame);
+		return;
 	}
+	count_full(t, p, n);
+	if (hp_sample_hit(t, n, rate))
+		record_alloc_rest(t, p, n, frame, 0);
 }
 
 __attribute__((always_inline)) static inline void record_alloc(struct hp_thread *t, void *p,
@@ -771,8 +796,9 @@ __attribute__((noinline)) static void record_free(struct hp_thread *t, void *p)
 
 /* Not GUARDED: malloc and calloc throw nothing, so their guard needs no cleanup, and a
  * hook that is not to record passes the call on as a tail call, with no test of the
- * record after the real call (two instructions an allocation). */
-static void *hk_malloc(size_t n)
+ * record after the real call (two instructions an allocation). The general path of full
+ * mode's malloc and calloc hooks: sampling, a record not found yet, not recording. */
+__attribute__((noinline)) static void *malloc_rated(size_t n)
 {
 	struct hp_thread *t = enter();
 	if (!t)
@@ -784,7 +810,7 @@ static void *hk_malloc(size_t n)
 	return p;
 }
 
-static void *hk_calloc(size_t a, size_t b)
+__attribute__((noinline)) static void *calloc_rated(size_t a, size_t b)
 {
 	struct hp_thread *t = enter();
 	if (!t)
@@ -792,6 +818,41 @@ static void *hk_calloc(size_t a, size_t b)
 	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
 	if (p)
 		record_alloc_full(t, p, a * b, HOOK_FRAME);
+	hp_thread_unguard(t);
+	return p;
+}
+
+/* The record of a thread whose allocation is recorded exactly (hp.alloc_flip), with its
+ * guard set; else NULL, and the *_rated hook, a tail call that keeps this frame's place
+ * for its own, takes the call. */
+__attribute__((always_inline)) static inline struct hp_thread *enter_exact(void)
+{
+	struct hp_thread *t = record_if(&hp.alloc_flip);
+	if (t)
+		hp_thread_guard(t);
+	return t;
+}
+
+static void *hk_malloc(size_t n)
+{
+	struct hp_thread *t = enter_exact();
+	if (!t)
+		return malloc_rated(n);
+	void *p = REAL(HK_MALLOC, void *(*)(size_t))(n);
+	if (p)
+		record_alloc_exact(t, p, n, HOOK_FRAME);
+	hp_thread_unguard(t);
+	return p;
+}
+
+static void *hk_calloc(size_t a, size_t b)
+{
+	struct hp_thread *t = enter_exact();
+	if (!t)
+		return calloc_rated(a, b);
+	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
+	if (p)
+		record_alloc_exact(t, p, a * b, HOOK_FRAME);
 	hp_thread_unguard(t);
 	return p;
 }
@@ -828,7 +889,7 @@ static void *hk_malloc_sampled(size_t n)
 {
 	if (pass_over(n))
 		return REAL(HK_MALLOC, void *(*)(size_t))(n);
-	return hk_malloc(n);
+	return malloc_rated(n);
 }
 
 static void *hk_calloc_sampled(size_t a, size_t b)
@@ -836,7 +897,7 @@ static void *hk_calloc_sampled(size_t a, size_t b)
 	size_t n;
 	if (!__builtin_mul_overflow(a, b, &n) && pass_over(n))
 		return REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
-	return hk_calloc(a, b);
+	return calloc_rated(a, b);
 }
 
 /* Basic and extended mode keep no stacks and no live map, yet the general hooks paid for
@@ -1258,6 +1319,7 @@ void hp_hooks_arm(void)
 		hp_dm_near_off();
 	atomic_store(&patching, 1);
 	atomic_store(&hp.self_flip, 0);
+	atomic_store(&hp.alloc_flip, atomic_load(&hp.rate) ? HP_SELF_STOPPED : 0);
 	atomic_store(&hp.po->recording, 1);
 }
 
@@ -1435,6 +1497,7 @@ int hp_unpatch_all(void)
 	struct walk w = {.restore = 1};
 	atomic_store(&patching, 0);
 	atomic_store(&hp.self_flip, HP_SELF_STOPPED);
+	atomic_store(&hp.alloc_flip, HP_SELF_STOPPED);
 	atomic_store(&hp.po->recording, 0);
 	dl_iterate_phdr(phdr_cb, &w);
 	/* Addresses of stubs that code kept now lead to the real functions. */

@@ -100,4 +100,6 @@ void hp_go_sampled(void)
 		return;
 	uint64_t none = 0;
 	atomic_compare_exchange_strong(&hp.rate, &none, HP_SWITCH_SAMPLE_RATE);
+	/* After the rate: an allocation whose hook finds the flip sees the rate. */
+	atomic_store(&hp.alloc_flip, HP_SELF_STOPPED);
 }

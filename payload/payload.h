@@ -39,6 +39,10 @@ struct hp_payload {
 	 * pointers, 0 or odd). The hooks' test of a stop in the one compare they make anyway.
 	 * A forked child sees 0 here but every record zeroed (threads.c). */
 	_Atomic uintptr_t self_flip;
+	/* The same for the common path of full mode's malloc and calloc hooks: 0 only while
+	 * recording and not sampling, so that this path needs no test of the rate; else
+	 * HP_SELF_STOPPED, and they take the general path, which tests it. */
+	_Atomic uintptr_t alloc_flip;
 	uint64_t max_memory; /* bytes: the limit hp_mem_admit enforces */
 	uint64_t start_ms;   /* CLOCK_MONOTONIC_COARSE at start, in ms */
 	/* Mean bytes between sampled allocations; 0 = every one. Set at start, or once by

@@ -39,7 +39,8 @@ static pid_t loaded_pid;
 /* The pipe's read end until the injector has its own copy (hpabi.h). */
 static atomic_int pending_rfd = -1;
 
-struct hp_payload hp = {.po = &po_none, .self_flip = HP_SELF_STOPPED};
+struct hp_payload hp = {
+    .po = &po_none, .self_flip = HP_SELF_STOPPED, .alloc_flip = HP_SELF_STOPPED};
 
 static uint64_t coarse_ms(void)
 {
