@@ -765,7 +765,8 @@ __attribute__((always_inline)) static inline int record_free_exact(struct hp_thr
 		hp_own_add(&t->tot.frees, 1);
 		hp_own_add(&t->tot.freed_bytes, n);
 		c->frees += HP_FX_ONE;
-		c->temp_frees += take_last(t, p) ? HP_FX_ONE : 0;
+		if (take_last(t, p))
+			c->temp_frees += HP_FX_ONE;
 	}
 	hp_seq_step(t);
 	return c != NULL;
