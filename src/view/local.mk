@@ -19,15 +19,18 @@ src_heapprof_view_SOURCES = \
 	src/view/temporary.c src/view/peak.c \
 	src/view/flame.c src/view/flame.h \
 	src/view/export.c src/view/export.h src/view/export-collapsed.c \
-	src/view/export-pprof.c src/view/export-massif.c
-src_heapprof_view_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS)
+	src/view/export-pprof.c src/view/export-massif.c \
+	src/view/late-symbols.c src/view/late-symbols.h viewer/symbolize.c viewer/symbolize.h
+# The viewer's symbolizer names what a profile left unnamed (late-symbols.h).
+src_heapprof_view_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/viewer
+src_heapprof_view_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS) $(LIBDW_CFLAGS)
 src_heapprof_view_LDADD = src/view/libhpview.a src/common/libhpcommon.a $(ZLIB_LIBS) \
-	$(ZSTD_LIBS) -lm
+	$(ZSTD_LIBS) $(LIBDW_LIBS) -lm -lstdc++
 
 check_PROGRAMS += tests/unit/test-hpstream tests/unit/test-view tests/unit/test-view-v2
 TESTS += tests/unit/test-hpstream tests/unit/test-view tests/unit/test-view-v2 \
-	tests/integration/test-view-e2e.sh
-EXTRA_DIST += tests/integration/test-view-e2e.sh
+	tests/integration/test-view-e2e.sh tests/integration/test-view-late-names.sh
+EXTRA_DIST += tests/integration/test-view-e2e.sh tests/integration/test-view-late-names.sh
 tests_unit_test_hpstream_SOURCES = tests/unit/test-hpstream.c
 tests_unit_test_hpstream_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(ZSTD_CFLAGS)
 tests_unit_test_hpstream_LDADD = src/common/libhpcommon.a $(CMOCKA_LIBS) $(ZSTD_LIBS)

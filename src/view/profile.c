@@ -167,7 +167,7 @@ static int rec_stack(struct loader *l, const uint8_t *q, const uint8_t *end)
 	return REC_OK;
 }
 
-static void symbol_free(struct pf_symbol *s)
+void pf_symbol_free(struct pf_symbol *s)
 {
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		free(s->frames[i].function);
@@ -212,7 +212,7 @@ static int rec_symbol(struct loader *l, const uint8_t *q, const uint8_t *end)
 	     u64map_put(&p->symbol_by_addr, s.addr, p->nsymbols) < 0))
 		rc = REC_NOMEM;
 	if (rc != REC_OK) {
-		symbol_free(&s);
+		pf_symbol_free(&s);
 		return rc;
 	}
 	p->symbols[p->nsymbols++] = s;
@@ -559,7 +559,7 @@ void pf_free(struct profile *p)
 		free(p->stacks[i].series);
 	}
 	for (size_t i = 0; i < p->nsymbols; i++)
-		symbol_free(&p->symbols[i]);
+		pf_symbol_free(&p->symbols[i]);
 	free(p->modules);
 	free(p->stacks);
 	free(p->symbols);

@@ -151,6 +151,8 @@ void pf_free(struct profile *p);
 
 const struct hp_round *pf_last_round(const struct profile *p);
 const struct pf_symbol *pf_symbol_at(const struct profile *p, uint64_t addr);
+/* Releases what a symbol of p->symbols holds (its frames and their strings). */
+void pf_symbol_free(struct pf_symbol *s);
 /* The module holding addr: the symbol's module if it names one, else by address range. */
 const struct pf_module *pf_module_of(const struct profile *p, uint64_t addr);
 /* Fills p->sites from the stacks' totals; pf_load calls it. A site is the return address

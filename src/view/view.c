@@ -1,6 +1,7 @@
 #include "view.h"
 
 #include "calltree.h"
+#include "late-symbols.h"
 #include "text.h"
 
 #include <errno.h>
@@ -123,7 +124,8 @@ int view_load(const struct view_args *args, struct profile *p)
 		view_error("%s", err.msg);
 		return -1;
 	}
-	if (pf_apply_style(p, args->names_only, args->short_templates) < 0) {
+	ssize_t named = pf_name_unnamed(p);
+	if (named < 0 || pf_apply_style(p, args->names_only, args->short_templates) < 0) {
 		view_error("out of memory loading %s: free memory or view a smaller profile",
 			   args->file);
 		pf_free(p);
@@ -131,6 +133,11 @@ int view_load(const struct view_args *args, struct profile *p)
 	}
 	if (p->warning[0])
 		view_error("warning: %s", p->warning);
+	if (named > 0)
+		view_error(
+		    "note: named %zd frames that %s left as module+offset, from the modules' "
+		    "files on this machine (same build-ids)",
+		    named, args->file);
 	return 0;
 }
 
