@@ -33,7 +33,8 @@ struct row {
 struct live {
 	SCREEN *scr;
 	bool utf8;
-	char head[512]; /* "pid N  command" */
+	int pid;
+	char cmd[512];
 	char *file;
 	struct hp_stats st;
 	struct row *rows;
@@ -162,11 +163,18 @@ static void draw_header(struct live *l)
 	attron(A_BOLD);
 	put(0, 0, "heapprof");
 	attroff(A_BOLD);
-	put(0, 10, l->head);
 	hp_fmt_duration(a, sizeof a, r->time_ns / 1000000000u);
 	snprintf(line, sizeof line, "  elapsed %s  round %u", a, l->st.rounds);
 	int x = COLS - (int)strlen(line);
-	put(0, x > 10 ? x : 10, line);
+	x = x > 10 ? x : 10;
+	/* The command in what the right part leaves, so that its end (the arguments) is not
+	 * covered by it. */
+	char head[sizeof l->cmd + 32], cmd[sizeof l->cmd];
+	int hn = snprintf(head, sizeof head, "pid %d  ", l->pid);
+	hp_fmt_command(cmd, sizeof cmd, l->cmd, x - 10 > hn ? (size_t)(x - 10 - hn) : 0);
+	snprintf(head + hn, sizeof head - (size_t)hn, "%s", cmd);
+	put(0, 10, head);
+	put(0, x, line);
 
 	double dt = (double)(r->time_ns - l->st.prev.time_ns) / 1e9;
 	double rate = dt > 0 ? (double)(r->allocs - l->st.prev.allocs) / dt : 0;
@@ -275,8 +283,8 @@ static void draw(struct live *l)
 static void live_start(struct hp_display *d, const struct hp_target_desc *t)
 {
 	struct live *l = d->priv;
-	snprintf(l->head, sizeof l->head, "pid %d  %s", (int)t->pid,
-		 t->cmdline[0] ? t->cmdline : t->comm);
+	l->pid = (int)t->pid;
+	snprintf(l->cmd, sizeof l->cmd, "%s", t->cmdline[0] ? t->cmdline : t->comm);
 	l->file = strdup(t->file);
 	if (!l->file)
 		l->file = strdup("?");

@@ -49,6 +49,38 @@ void hp_fmt_duration(char *buf, size_t cap, uint64_t s)
 			 (unsigned)(s / 60 % 60), (unsigned)(s % 60));
 }
 
+void hp_fmt_command(char *buf, size_t cap, const char *cmd, size_t width)
+{
+	static const char dots[] = "...";
+	const size_t nd = sizeof dots - 1;
+	if (width >= cap)
+		width = cap - 1;
+	size_t len = strlen(cmd);
+	if (len <= width) {
+		snprintf(buf, cap, "%s", cmd);
+		return;
+	}
+	/* The program's name and arguments say more than its directory. */
+	size_t prog = strcspn(cmd, " ");
+	const char *slash = NULL;
+	for (size_t i = 0; i < prog; i++)
+		if (cmd[i] == '/')
+			slash = cmd + i;
+	const char *tail = slash ? slash : cmd;
+	const char *lead = slash ? dots : "";
+	if (strlen(lead) + strlen(tail) <= width) {
+		snprintf(buf, cap, "%s%s", lead, tail);
+		return;
+	}
+	if (width < nd) {
+		snprintf(buf, cap, "%.*s", (int)width, dots);
+		return;
+	}
+	/* Cut at the end: what fits of the shortened form, then the dots. */
+	size_t room = width - nd, from_lead = strlen(lead) < room ? strlen(lead) : room;
+	snprintf(buf, cap, "%.*s%.*s%s", (int)from_lead, lead, (int)(room - from_lead), tail, dots);
+}
+
 void hp_sparkline(char *buf, size_t cap, const uint64_t *vals, size_t n, bool utf8)
 {
 	static const char *const blocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",

@@ -16,6 +16,9 @@ void hp_fmt_size(char *buf, size_t cap, double v);
 void hp_fmt_signed_size(char *buf, size_t cap, double v);
 /* Seconds as "M:SS" or "H:MM:SS". */
 void hp_fmt_duration(char *buf, size_t cap, uint64_t seconds);
+/* A command line in at most width bytes: whole if it fits, else with its program's
+ * directory shown as "..." (".../server --port 80"), else cut with "..." at the end. */
+void hp_fmt_command(char *buf, size_t cap, const char *cmd, size_t width);
 /* One cell per value, scaled between the smallest and the largest of them: the Unicode
  * blocks U+2581..U+2588 when utf8, else "_.:-=+*#". The cells of the newest values
  * are kept when they do not all fit. */

@@ -112,6 +112,20 @@ static void test_fmt(void **state)
 	assert_string_equal(b, "1:23");
 	hp_fmt_duration(b, sizeof b, 3 * 3600 + 62);
 	assert_string_equal(b, "3:01:02");
+
+	char c[64];
+	hp_fmt_command(c, sizeof c, "/usr/sbin/server --port 80", 40);
+	assert_string_equal(c, "/usr/sbin/server --port 80");
+	hp_fmt_command(c, sizeof c, "/usr/sbin/server --port 80", 20);
+	assert_string_equal(c, ".../server --port 80");
+	hp_fmt_command(c, sizeof c, "/usr/sbin/server --port 80", 12);
+	assert_string_equal(c, ".../serve...");
+	hp_fmt_command(c, sizeof c, "server --port 80", 10);
+	assert_string_equal(c, "server ...");
+	hp_fmt_command(c, sizeof c, "/usr/sbin/server", 2);
+	assert_string_equal(c, "..");
+	hp_fmt_command(c, 8, "/usr/sbin/server --port 80", 40);
+	assert_string_equal(c, ".../...");
 }
 
 static void test_sparkline(void **state)
