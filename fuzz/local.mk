@@ -39,7 +39,7 @@ fuzz/fuzz-profile: $(FUZZ_FILES) fuzz/build.sh $(src_heapprof_view_SOURCES) \
 		"fuzz/fuzz-profile.c $(src_heapprof_view_SOURCES) \
 		$(src_view_libhpview_a_SOURCES) $(src_common_libhpcommon_a_SOURCES)" \
 		"$(src_heapprof_view_LDADD)" \
-		$(AM_CPPFLAGS) -I$(top_srcdir)/src/view -I$(top_srcdir)/fuzz -Dmain=hp_view_main \
+		$(src_heapprof_view_CPPFLAGS) -I$(top_srcdir)/src/view -I$(top_srcdir)/fuzz -Dmain=hp_view_main \
 		-include $(top_srcdir)/fuzz/view-main.h $(src_heapprof_view_CFLAGS) $(FUZZ_CFLAGS)
 
 fuzz-build:
