@@ -105,13 +105,18 @@ __attribute__((always_inline)) static inline struct hp_thread *home_record(void)
 	return record_if(&hp.self_flip);
 }
 
-/* home_record's record, its guard set. */
-__attribute__((always_inline)) static inline struct hp_thread *enter_home(void)
+/* record_if's record, its guard set. */
+__attribute__((always_inline)) static inline struct hp_thread *enter_if(_Atomic uintptr_t *flip)
 {
-	struct hp_thread *t = home_record();
+	struct hp_thread *t = record_if(flip);
 	if (t)
 		hp_thread_guard(t);
 	return t;
+}
+
+__attribute__((always_inline)) static inline struct hp_thread *enter_home(void)
+{
+	return enter_if(&hp.self_flip);
 }
 
 /* enter() for every case enter_home leaves out. */
@@ -665,10 +670,7 @@ __attribute__((always_inline)) static inline int record_alloc_named(struct hp_th
 	return 1;
 }
 
-/* Full mode's allocation: the counts and, under sampling, the countdown are inline in
- * every hook, since most sampled allocations stop there. The hooks that basic and extended
- * mode replace (hp_hooks_arm) call it directly; the others through record_alloc, which
- * tests the mode. */
+/* The counts every full-mode allocation makes, sampled or not. */
 __attribute__((always_inline)) static inline void count_full(struct hp_thread *t, void *p, size_t n)
 {
 	hp_own_add(&t->tot.allocs, 1);
@@ -687,6 +689,10 @@ __attribute__((always_inline)) static inline void record_alloc_exact(struct hp_t
 		record_alloc_rest(t, p, n, frame, 1);
 }
 
+/* Full mode's allocation: the counts and, under sampling, the countdown are inline in
+ * every hook, since most sampled allocations stop there. The hooks that basic and extended
+ * mode replace (hp_hooks_arm) call it directly; the others through record_alloc, which
+ * tests the mode. */
 __attribute__((always_inline)) static inline void record_alloc_full(struct hp_thread *t, void *p,
 								    size_t n, uintptr_t frame)
 {
@@ -823,20 +829,12 @@ __attribute__((noinline)) static void *calloc_rated(size_t a, size_t b)
 	return p;
 }
 
-/* The record of a thread whose allocation is recorded exactly (hp.alloc_flip), with its
- * guard set; else NULL, and the *_rated hook, a tail call that keeps this frame's place
- * for its own, takes the call. */
-__attribute__((always_inline)) static inline struct hp_thread *enter_exact(void)
-{
-	struct hp_thread *t = record_if(&hp.alloc_flip);
-	if (t)
-		hp_thread_guard(t);
-	return t;
-}
-
+/* Full mode's malloc and calloc: a thread whose allocations are recorded exactly
+ * (hp.alloc_flip) records here; for any other the *_rated hook, a tail call that keeps
+ * this frame's place for its own, takes the call. */
 static void *hk_malloc(size_t n)
 {
-	struct hp_thread *t = enter_exact();
+	struct hp_thread *t = enter_if(&hp.alloc_flip);
 	if (!t)
 		return malloc_rated(n);
 	void *p = REAL(HK_MALLOC, void *(*)(size_t))(n);
@@ -848,7 +846,7 @@ static void *hk_malloc(size_t n)
 
 static void *hk_calloc(size_t a, size_t b)
 {
-	struct hp_thread *t = enter_exact();
+	struct hp_thread *t = enter_if(&hp.alloc_flip);
 	if (!t)
 		return calloc_rated(a, b);
 	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
