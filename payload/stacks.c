@@ -407,20 +407,30 @@ __attribute__((always_inline)) static inline uint32_t guess_by_delta(struct hp_s
 	return c->buf_id = d->id;
 }
 
+/* 1 if delta slot value v names no delta a guess can use now: none made yet, or one made
+ * before a dlclose (guess_by_delta refuses it). Not CHK_CLAIMED, which is being made or
+ * cannot be. */
+static int delta_stale(uint32_t v)
+{
+	return v == CHK_NONE || (v >= CHK_FIRST && st.delta[v].gen != hp_unwind_rel_gen_now());
+}
+
 /* last's delta, to id, whose words the cache held before its first keep words were found
  * the same as id's and the others replaced by id's: made by the first thread to find id
- * so right after last, when id adds at most HP_UNWIND_ADDED words. */
+ * so right after last, when id adds at most HP_UNWIND_ADDED words. One made before a
+ * dlclose is replaced, in a new entry: a guess may be reading the old one, which is left
+ * as it was. Without that, a program whose modules changed once (iconv unloading a gconv
+ * module) checked every node of a recursion by its checks and frames from then on. */
 static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t id, unsigned keep,
 		       const uint16_t *chk, const uint64_t *f, unsigned depth, uintptr_t frame)
 {
 	unsigned nnew = depth - keep;
 	_Atomic uint32_t *slot = &st.guess[last].delta;
-	uint32_t none = CHK_NONE;
+	uint32_t was = atomic_load_explicit(slot, memory_order_acquire);
 	uint64_t at;
-	if (!keep || nnew > HP_UNWIND_ADDED ||
-	    atomic_load_explicit(slot, memory_order_relaxed) != CHK_NONE ||
+	if (!keep || nnew > HP_UNWIND_ADDED || !delta_stale(was) ||
 	    !hp_mem_spare(sizeof(struct delta)) ||
-	    !atomic_compare_exchange_strong(slot, &none, CHK_CLAIMED) ||
+	    !atomic_compare_exchange_strong(slot, &was, CHK_CLAIMED) ||
 	    !take(&st.delta_used, 1, st.delta_cap, &at))
 		return;
 	struct delta *d = &st.delta[at];

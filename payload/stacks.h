@@ -26,9 +26,9 @@
  * ask only where the walk's memo keeps failing), and the cache keeps the id of its last
  * guess (hp_stack_guessed) and, where the walk reads no rbp, the words its checks read: a
  * stack guessed right after another, which adds at most two words to the other's, is from
- * then on checked as those words and the other's (a delta, made once for the other stack,
- * in a sixty-fourth of max_memory), half a cache line read instead of its checks and
- * frames.
+ * then on checked as those words and the other's (a delta, made once for the other stack
+ * and again after a dlclose, in a sixty-fourth of max_memory), half a cache line read
+ * instead of its checks and frames.
  */
 #ifndef HEAPPROF_STACKS_H
 #define HEAPPROF_STACKS_H

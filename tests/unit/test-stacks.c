@@ -15,6 +15,7 @@
 #include "payload/payload.h"
 #include "hpformat.h"
 #include "payload/stacks.h"
+#include "payload/unwind.h"
 
 /* start.c's: mem.c's helpers read the session's bounds from it. */
 struct hp_payload hp;
@@ -296,12 +297,93 @@ static void test_cut_threads(void **state)
 	assert_true(cut > 0);
 }
 
+/* A recursion's guesses on a stack made by hand (this thread's own, as the guess requires):
+ * node a, then its child b, which adds two words below a's and keeps the three above. The
+ * walks are given as memos stopped at their max, which need no unwinding rules. */
+enum { R_SITE = 0x401010, R_CALL = 0x401020, R_OUT1 = 0x402010, R_OUT2 = 0x403010 };
+
+static struct hp_unwind_memo *walk_of(uintptr_t *s, const unsigned *at, const uint64_t *ra,
+				      unsigned n)
+{
+	struct hp_unwind_memo *m = hp_unwind_memo_new(16);
+	assert_non_null(m);
+	m->gen = atomic_load(&hp_unwind_gen);
+	m->n = n;
+	m->max = n;
+	m->cut = 1;
+	for (unsigned i = 0; i < n; i++)
+		m->st[i] = (struct hp_unwind_step){.cfa = (uintptr_t)&s[at[i]] + 8, .ra = ra[i]};
+	return m;
+}
+
+/* Each word of a walk written where the walk read it. */
+static void write_walk(uintptr_t *s, const unsigned *at, const uint64_t *ra, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		s[at[i]] = ra[i];
+}
+
+/* What a thread does after the walks learnt a -> b: a guessed after x, then b after a. */
+static void guess_a_then_b(struct hp_stack_cache *c, uintptr_t *s, uint32_t x, uint32_t a,
+			   uint32_t b, uint64_t *delta_bytes)
+{
+	static const unsigned at_a[] = {4, 8, 12, 16}, at_b[] = {1, 4, 8, 12, 16};
+	static const uint64_t ra_a[] = {R_SITE, R_CALL, R_OUT1, R_OUT2},
+			      ra_b[] = {R_SITE, R_CALL, R_CALL, R_OUT1, R_OUT2};
+	write_walk(s, at_a, ra_a, 4);
+	assert_int_equal(hp_stack_guess(c, x, (uintptr_t)&s[3]), a);
+	write_walk(s, at_b, ra_b, 5);
+	uint64_t before = hp_stacks_bytes();
+	assert_int_equal(hp_stack_guess(c, a, (uintptr_t)&s[0]), b);
+	*delta_bytes = hp_stacks_bytes() - before;
+}
+
+/* After a dlclose (the modules' count moves on) every delta is stale: the first guess of b
+ * after a by its checks, learnt again, makes b's delta anew, as it did the first time, so
+ * the recursion is checked by its added words again. */
+static void test_delta_after_dlclose(void **state)
+{
+	(void)state;
+	hp.max_memory = 1ull << 30;
+	assert_int_equal(hp_unwind_init(), 0);
+	uintptr_t s[20] = {0};
+	static const unsigned at_a[] = {4, 8, 12, 16}, at_b[] = {1, 4, 8, 12, 16};
+	const uint64_t fx[] = {0x404010, R_OUT2}, fa[] = {R_SITE, R_CALL, R_OUT1, R_OUT2},
+		       fb[] = {R_SITE, R_CALL, R_CALL, R_OUT1, R_OUT2};
+	uint32_t x = hp_stack_intern(fx, 2), a = hp_stack_intern(fa, 4), b = hp_stack_intern(fb, 5);
+	struct hp_stack_cache *c = hp_stack_cache_new();
+	assert_non_null(c);
+	uint64_t made[2];
+	for (int round = 0; round < 2; round++) {
+		struct hp_unwind_memo *ma = walk_of(s, at_a, fa, 4), *mb = walk_of(s, at_b, fb, 5);
+		write_walk(s, at_a, fa, 4);
+		hp_stack_learn(x, a, ma, (uintptr_t)&s[3]);
+		write_walk(s, at_b, fb, 5);
+		hp_stack_learn(a, b, mb, (uintptr_t)&s[0]);
+		guess_a_then_b(c, s, x, a, b, &made[round]);
+		uint64_t again;
+		guess_a_then_b(c, s, x, a, b, &again);
+		assert_int_equal(again, 0);
+		/* A word of b's that the delta compares, changed, is seen. */
+		s[1] = R_SITE + 1;
+		assert_int_equal(hp_stack_guess(c, a, (uintptr_t)&s[0]), 0);
+		hp_unwind_memo_free(ma);
+		hp_unwind_memo_free(mb);
+		atomic_fetch_add(&hp_unwind_gen, 1);
+	}
+	assert_true(made[0] > 0);
+	assert_int_equal(made[1], made[0]);
+	hp_stack_cache_free(c);
+	hp_unwind_fini();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_intern, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_after_trees, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_after_wrong_guess, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_delta_after_dlclose, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cut_when_full, setup_small, teardown),
 	    cmocka_unit_test_setup_teardown(test_after_cut, setup_small, teardown),
 	    cmocka_unit_test_setup_teardown(test_cut_threads, setup_small, teardown),
