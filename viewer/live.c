@@ -147,12 +147,12 @@ static void clamp_scroll(struct live *l)
 		l->scroll = max;
 }
 
-/* text at (y, x), cut at the right edge. */
+/* text at (y, x), cut at the right edge between two characters. */
 static void put(int y, int x, const char *text)
 {
 	if (y >= LINES || x >= COLS)
 		return;
-	mvaddnstr(y, x, text, COLS - x);
+	mvaddnstr(y, x, text, (int)hp_text_fit(text, strlen(text), (size_t)(COLS - x), NULL));
 }
 
 static void draw_header(struct live *l)

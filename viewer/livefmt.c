@@ -1,8 +1,11 @@
+#define _GNU_SOURCE /* wcwidth */
 #include "livefmt.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <wchar.h>
 
 void hp_fmt_size(char *buf, size_t cap, double v)
 {
@@ -49,14 +52,38 @@ void hp_fmt_duration(char *buf, size_t cap, uint64_t s)
 			 (unsigned)(s / 60 % 60), (unsigned)(s % 60));
 }
 
+size_t hp_text_fit(const char *s, size_t bytes, size_t cols, size_t *width)
+{
+	mbstate_t st;
+	memset(&st, 0, sizeof st);
+	size_t i = 0, w = 0;
+	while (i < bytes && s[i]) {
+		wchar_t wc;
+		size_t n = mbrtowc(&wc, s + i, strnlen(s + i, MB_LEN_MAX), &st);
+		int cw = 1;
+		if (n == (size_t)-1 || n == (size_t)-2) {
+			n = 1;
+			memset(&st, 0, sizeof st);
+		} else if ((cw = wcwidth(wc)) < 0) {
+			cw = 1;
+		}
+		if (i + n > bytes || w + (size_t)cw > cols)
+			break;
+		i += n;
+		w += (size_t)cw;
+	}
+	if (width)
+		*width = w;
+	return i;
+}
+
 void hp_fmt_command(char *buf, size_t cap, const char *cmd, size_t width)
 {
 	static const char dots[] = "...";
 	const size_t nd = sizeof dots - 1;
-	if (width >= cap)
-		width = cap - 1;
-	size_t len = strlen(cmd);
-	if (len <= width) {
+	const size_t room = cap - 1;
+	size_t n = hp_text_fit(cmd, room, width, NULL);
+	if (!cmd[n]) {
 		snprintf(buf, cap, "%s", cmd);
 		return;
 	}
@@ -68,17 +95,20 @@ void hp_fmt_command(char *buf, size_t cap, const char *cmd, size_t width)
 			slash = cmd + i;
 	const char *tail = slash ? slash : cmd;
 	const char *lead = slash ? dots : "";
-	if (strlen(lead) + strlen(tail) <= width) {
+	if (width < nd || room < nd) {
+		snprintf(buf, cap, "%.*s", (int)(width < room ? width : room), dots);
+		return;
+	}
+	if (slash && !tail[hp_text_fit(tail, room - nd, width - nd, NULL)]) {
 		snprintf(buf, cap, "%s%s", lead, tail);
 		return;
 	}
-	if (width < nd) {
-		snprintf(buf, cap, "%.*s", (int)width, dots);
-		return;
-	}
 	/* Cut at the end: what fits of the shortened form, then the dots. */
-	size_t room = width - nd, from_lead = strlen(lead) < room ? strlen(lead) : room;
-	snprintf(buf, cap, "%.*s%.*s%s", (int)from_lead, lead, (int)(room - from_lead), tail, dots);
+	size_t cols = width - nd, bytes = room - nd, ln = strlen(lead);
+	ln = ln < cols ? ln : cols;
+	ln = ln < bytes ? ln : bytes;
+	n = hp_text_fit(tail, bytes - ln, cols - ln, NULL);
+	snprintf(buf, cap, "%.*s%.*s%s", (int)ln, lead, (int)n, tail, dots);
 }
 
 void hp_sparkline(char *buf, size_t cap, const uint64_t *vals, size_t n, bool utf8)

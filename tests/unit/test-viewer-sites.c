@@ -1,5 +1,6 @@
 /* test-viewer-sites.c - the live view's numbers: per-site totals, the last round's rate,
  * the growth slope over the last rounds, and the size, duration and sparkline text. */
+#include <locale.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -128,6 +129,34 @@ static void test_fmt(void **state)
 	assert_string_equal(c, ".../...");
 }
 
+/* In a UTF-8 locale text is measured in columns and cut between characters: a cut by
+ * bytes left half an "é" (".../s\xc3\xa9rv\xc3..."). Outside one, a byte is a column. */
+static void test_fmt_utf8(void **state)
+{
+	(void)state;
+	char c[64];
+	size_t w;
+	assert_non_null(setlocale(LC_CTYPE, "C.UTF-8"));
+	assert_int_equal(hp_text_fit("a\u00e9\u4e2db", 64, 3, &w), 3);
+	assert_int_equal(w, 2);
+	assert_int_equal(hp_text_fit("a\u00e9\u4e2db", 64, 4, &w), 6);
+	assert_int_equal(w, 4);
+	assert_int_equal(hp_text_fit("a\u00e9\u4e2db", 2, 4, &w), 1);
+	assert_int_equal(hp_text_fit("a\xff"
+				     "b",
+				     64, 2, &w),
+			 2);
+	hp_fmt_command(c, sizeof c, "/srv/\u00e9/s\u00e9rv\u00e9r --n\u00e2me \u00fc", 13);
+	assert_string_equal(c, ".../s\u00e9rv\u00e9r...");
+	hp_fmt_command(c, sizeof c, "/srv/\u00e9/s\u00e9rv\u00e9r --n\u00e2me \u00fc", 19);
+	assert_string_equal(c, ".../s\u00e9rv\u00e9r --n\u00e2me \u00fc");
+	hp_fmt_command(c, sizeof c, "/srv/\u00e9/s\u00e9rv\u00e9r --n\u00e2me \u00fc", 22);
+	assert_string_equal(c, "/srv/\u00e9/s\u00e9rv\u00e9r --n\u00e2me \u00fc");
+	assert_non_null(setlocale(LC_CTYPE, "C"));
+	assert_int_equal(hp_text_fit("a\u00e9b", 64, 2, &w), 2);
+	assert_int_equal(w, 2);
+}
+
 static void test_sparkline(void **state)
 {
 	(void)state;
@@ -154,7 +183,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_slope),	 cmocka_unit_test(test_rates_and_growth),
 	    cmocka_unit_test(test_live_clamped), cmocka_unit_test(test_fmt),
-	    cmocka_unit_test(test_sparkline),
+	    cmocka_unit_test(test_fmt_utf8),	 cmocka_unit_test(test_sparkline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
