@@ -8,6 +8,10 @@
 # and returns 1; none exits, so a stress run can count failures and go on.
 
 ST_TARGET=$top_builddir/tests/stress/stress-target
+# Seconds a session may take to end on its own: a sanitizer build under make -j2 took up
+# to 12.5 s from heapprof-detach to heapprof-attach's exit, and heapprof-attach waits up
+# to 18 s for a last round; a hang still fails, later.
+ST_END_WAIT=60
 
 # Anonymous r-x mappings: a heapprof trampoline would be one of them.
 st_anon_exec()
@@ -103,7 +107,7 @@ st_cycle()
 	st_take || { kill -KILL $a; st_failed "$what" "the target does not answer 'take'"; return 1; }
 	"$HP_DETACH" "$TARGET_PID" >"$hp_tmp/d.out" 2>"$hp_tmp/d.err" ||
 		{ st_failed "$what" "heapprof-detach: $(cat "$hp_tmp/d.err")"; return 1; }
-	st_wait_gone $a 20 || { kill -KILL $a; st_failed "$what" "heapprof-attach did not end"; return 1; }
+	st_wait_gone $a $ST_END_WAIT || { kill -KILL $a; st_failed "$what" "heapprof-attach did not end"; return 1; }
 	st_clean "$what"
 }
 
@@ -138,7 +142,7 @@ st_kill_at()
 	if hp_ours $a; then
 		"$HP_DETACH" "$TARGET_PID" >"$hp_tmp/d0.out" 2>"$hp_tmp/d0.err"
 	fi
-	st_wait_gone $a 20 || { st_failed "$what" "heapprof-attach still runs"; kill -KILL -- -$a; return 1; }
+	st_wait_gone $a $ST_END_WAIT || { st_failed "$what" "heapprof-attach still runs"; kill -KILL -- -$a; return 1; }
 	kill -KILL -- -$a 2>/dev/null
 	st_recover "$what" || return 1
 	# A fault point never reached lets heapprof-attach finish normally: nothing was tested.
@@ -171,6 +175,6 @@ st_kill_viewer()
 	v=$(cat /proc/$a/task/*/children 2>/dev/null)
 	[ -n "$v" ] || { st_failed "kill viewer" "no viewer process"; return 1; }
 	kill -KILL $v
-	st_wait_gone $a 20 || { kill -KILL $a; st_failed "kill viewer" "heapprof-attach did not end"; return 1; }
+	st_wait_gone $a $ST_END_WAIT || { kill -KILL $a; st_failed "kill viewer" "heapprof-attach did not end"; return 1; }
 	st_recover "kill viewer"
 }
