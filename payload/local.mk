@@ -71,7 +71,8 @@ tests_unit_test_got_LDADD = $(CMOCKA_LIBS) -ldl
 tests_unit_test_payload_SOURCES = tests/unit/test-payload.c payload/got.c payload/got.h \
 	src/common/hpstream.c
 tests_unit_test_payload_CFLAGS = $(HP_PAYLOAD_TEST_CFLAGS) \
-	-DPAYLOAD_PATH='"$(abs_top_builddir)/payload/heapprof-payload.so"'
+	-DPAYLOAD_PATH='"$(abs_top_builddir)/payload/heapprof-payload.so"' \
+	-DUNLOADED_PATH='"$(abs_top_builddir)/tests/unit/unwind-fp.so"'
 tests_unit_test_payload_LDFLAGS = -rdynamic
 tests_unit_test_payload_LDADD = $(CMOCKA_LIBS) -lpthread -ldl
 

@@ -1231,9 +1231,12 @@ __attribute__((noinline)) void outer_tree_two(void **out, int *n)
 	__asm__ volatile("" ::"r"(out) : "memory");
 }
 
-static void work_outer_trees(int k)
+/* reps trees of each outer function in turn, midway (if not NULL) called halfway. */
+static void outer_trees(int k, int reps, void (*midway)(int k))
 {
-	for (int r = 0; r < 2 * OUTER_REPS; r++) {
+	for (int r = 0; r < 2 * reps; r++) {
+		if (r == reps && midway)
+			midway(k);
 		int n = 0;
 		(r & 1 ? outer_tree_two : outer_tree_one)(outer_blocks[k], &n);
 		for (int i = 0; i < n; i++)
@@ -1241,11 +1244,17 @@ static void work_outer_trees(int k)
 	}
 }
 
-static void test_outer_trees(void **state)
+static void work_outer_trees(int k)
 {
-	(void)state;
+	outer_trees(k, OUTER_REPS, NULL);
+}
+
+/* After a session of work: every node's stack counted reps times a thread, once for each
+ * node of each outer function, and under that function only. */
+static void check_outer_trees(void (*work)(int k), uint64_t reps)
+{
 	void *const outers[] = {(void *)outer_tree_one, (void *)outer_tree_two};
-	session(&args, work_outer_trees);
+	session(&args, work);
 	assert_int_equal(rd.last.lost, 0);
 	uint64_t found[2] = {0};
 	int stacks[2] = {0};
@@ -1258,14 +1267,48 @@ static void test_outer_trees(void **state)
 		int o = d->size == 24;
 		assert_true(stack_has(d->stack_id, outers[o]));
 		assert_false(stack_has(d->stack_id, outers[!o]));
-		assert_int_equal(d->allocs, NW * OUTER_REPS);
+		assert_int_equal(d->allocs, NW * reps);
 		found[o] += d->allocs;
 		stacks[o]++;
 	}
 	for (int o = 0; o < 2; o++) {
-		assert_int_equal(found[o], (uint64_t)NW * OUTER_REPS * OUTER_NODES);
+		assert_int_equal(found[o], NW * reps * OUTER_NODES);
 		assert_int_equal(stacks[o], OUTER_NODES);
 	}
+}
+
+static void test_outer_trees(void **state)
+{
+	(void)state;
+	check_outer_trees(work_outer_trees, OUTER_REPS);
+}
+
+/* A library loaded and unloaded while a round passes: the collector then has the unwinder
+ * forget its rules, and every check and delta made so far is stale. */
+static void unload_one(int k)
+{
+	if (k == 0) {
+		void *h = dlopen(UNLOADED_PATH, RTLD_NOW | RTLD_LOCAL);
+		assert_non_null(h);
+		assert_int_equal(dlclose(h), 0);
+		assert_null(dlopen(UNLOADED_PATH, RTLD_NOW | RTLD_NOLOAD));
+	}
+	wait_next_round();
+	wait_next_round();
+}
+
+/* The trees with a dlclose halfway, from the same call site before and after it: the
+ * recursion's deltas are made anew (stacks.c), and each node still gets its own stack,
+ * every allocation counted at it. */
+static void work_outer_dlclose(int k)
+{
+	outer_trees(k, 2 * OUTER_REPS, unload_one);
+}
+
+static void test_outer_trees_dlclose(void **state)
+{
+	(void)state;
+	check_outer_trees(work_outer_dlclose, 2 * OUTER_REPS);
 }
 
 int main(void)
@@ -1278,7 +1321,7 @@ int main(void)
 	    cmocka_unit_test(test_max_memory),	   cmocka_unit_test(test_max_memory_stacks),
 	    cmocka_unit_test(test_max_memory_cut), cmocka_unit_test(test_paths),
 	    cmocka_unit_test(test_address_limit),  cmocka_unit_test(test_many_sites),
-	    cmocka_unit_test(test_outer_trees),
+	    cmocka_unit_test(test_outer_trees),	   cmocka_unit_test(test_outer_trees_dlclose),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
