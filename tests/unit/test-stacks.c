@@ -301,6 +301,10 @@ static void test_cut_threads(void **state)
  * node a, then its child b, which adds two words below a's and keeps the three above. The
  * walks are given as memos stopped at their max, which need no unwinding rules. */
 enum { R_SITE = 0x401010, R_CALL = 0x401020, R_OUT1 = 0x402010, R_OUT2 = 0x403010 };
+/* Where each walk's return addresses are, in words from the stack's start, and what. */
+static const unsigned at_a[] = {4, 8, 12, 16}, at_b[] = {1, 4, 8, 12, 16};
+static const uint64_t ra_a[] = {R_SITE, R_CALL, R_OUT1, R_OUT2},
+		      ra_b[] = {R_SITE, R_CALL, R_CALL, R_OUT1, R_OUT2};
 
 static struct hp_unwind_memo *walk_of(uintptr_t *s, const unsigned *at, const uint64_t *ra,
 				      unsigned n)
@@ -327,9 +331,6 @@ static void write_walk(uintptr_t *s, const unsigned *at, const uint64_t *ra, uns
 static void guess_a_then_b(struct hp_stack_cache *c, uintptr_t *s, uint32_t x, uint32_t a,
 			   uint32_t b, uint64_t *delta_bytes)
 {
-	static const unsigned at_a[] = {4, 8, 12, 16}, at_b[] = {1, 4, 8, 12, 16};
-	static const uint64_t ra_a[] = {R_SITE, R_CALL, R_OUT1, R_OUT2},
-			      ra_b[] = {R_SITE, R_CALL, R_CALL, R_OUT1, R_OUT2};
 	write_walk(s, at_a, ra_a, 4);
 	assert_int_equal(hp_stack_guess(c, x, (uintptr_t)&s[3]), a);
 	write_walk(s, at_b, ra_b, 5);
@@ -347,18 +348,18 @@ static void test_delta_after_dlclose(void **state)
 	hp.max_memory = 1ull << 30;
 	assert_int_equal(hp_unwind_init(), 0);
 	uintptr_t s[20] = {0};
-	static const unsigned at_a[] = {4, 8, 12, 16}, at_b[] = {1, 4, 8, 12, 16};
-	const uint64_t fx[] = {0x404010, R_OUT2}, fa[] = {R_SITE, R_CALL, R_OUT1, R_OUT2},
-		       fb[] = {R_SITE, R_CALL, R_CALL, R_OUT1, R_OUT2};
-	uint32_t x = hp_stack_intern(fx, 2), a = hp_stack_intern(fa, 4), b = hp_stack_intern(fb, 5);
+	const uint64_t fx[] = {0x404010, R_OUT2};
+	uint32_t x = hp_stack_intern(fx, 2), a = hp_stack_intern(ra_a, 4),
+		 b = hp_stack_intern(ra_b, 5);
 	struct hp_stack_cache *c = hp_stack_cache_new();
 	assert_non_null(c);
 	uint64_t made[2];
 	for (int round = 0; round < 2; round++) {
-		struct hp_unwind_memo *ma = walk_of(s, at_a, fa, 4), *mb = walk_of(s, at_b, fb, 5);
-		write_walk(s, at_a, fa, 4);
+		struct hp_unwind_memo *ma = walk_of(s, at_a, ra_a, 4),
+				      *mb = walk_of(s, at_b, ra_b, 5);
+		write_walk(s, at_a, ra_a, 4);
 		hp_stack_learn(x, a, ma, (uintptr_t)&s[3]);
-		write_walk(s, at_b, fb, 5);
+		write_walk(s, at_b, ra_b, 5);
 		hp_stack_learn(a, b, mb, (uintptr_t)&s[0]);
 		guess_a_then_b(c, s, x, a, b, &made[round]);
 		uint64_t again;
@@ -375,6 +376,7 @@ static void test_delta_after_dlclose(void **state)
 	assert_int_equal(made[1], made[0]);
 	hp_stack_cache_free(c);
 	hp_unwind_fini();
+	hp.max_memory = 0;
 }
 
 int main(void)
