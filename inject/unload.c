@@ -149,7 +149,53 @@ struct collector {
 	uint64_t at;	  /* heapprof_collector in the target; 0: no payload loaded */
 	uint64_t free_fn; /* heapprof_free_memory */
 	struct hp_collector_state st;
+	pid_t tid; /* st.tid as this process numbers threads (host_tid), once parked */
 };
+
+/* The last id of a /proc status file's NSpid line (the id in the task's own PID
+ * namespace), its count of ids in *depth; 0 without the line. */
+static pid_t innermost_id(const char *status, int *depth)
+{
+	FILE *f = fopen(status, "re");
+	char line[256];
+	pid_t id = 0;
+	*depth = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "NSpid:", 6) == 0)
+			for (char *p = line + 6, *end;; p = end) {
+				long v = strtol(p, &end, 10);
+				if (end == p)
+					break;
+				id = (pid_t)v;
+				(*depth)++;
+			}
+	if (f)
+		fclose(f);
+	return id;
+}
+
+/* The thread of pid that calls itself inner (the payload's gettid): in a PID namespace (a
+ * container) that is the namespace's number, not the one /proc and ptrace use here. 0
+ * when no thread has it any more. */
+static pid_t host_tid(pid_t pid, pid_t inner)
+{
+	char path[64];
+	int depth;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	innermost_id(path, &depth);
+	if (depth <= 1)
+		return inner;
+	pid_t *tids, found = 0;
+	int n = hp_list_threads(pid, &tids);
+	for (int i = 0; i < n && !found; i++) {
+		snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tids[i]);
+		if (innermost_id(path, &depth) == inner)
+			found = tids[i];
+	}
+	if (n >= 0)
+		free(tids);
+	return found;
+}
 
 /* The entry points of the payload loaded as handle into the held thread's process: known's
  * when it is that load's, else from dlsym. *fresh tells which. */
@@ -321,6 +367,8 @@ static int wait_parked(pid_t pid, struct collector *col, struct hp_error *err)
 	}
 	if (mem >= 0)
 		close(mem);
+	if (!r)
+		col->tid = host_tid(pid, col->st.tid);
 	return r;
 }
 
@@ -329,7 +377,7 @@ static int wait_quiescent(pid_t pid, const struct leftovers *lo, const struct co
 {
 	if (!lo->nranges)
 		return 0;
-	pid_t skip = collector_in_payload(col) ? col->st.tid : 0;
+	pid_t skip = collector_in_payload(col) ? col->tid : 0;
 	for (int waited = 0; waited < QUIESCE_MS; waited += QUIESCE_DELAY_MS) {
 		int b = payload_busy(pid, lo, skip, err);
 		if (b <= 0)
@@ -361,8 +409,8 @@ static int free_payload_memory(pid_t pid, const struct collector *col, struct hp
 			return -1;
 	}
 	char task[64];
-	snprintf(task, sizeof task, "/proc/%d/task/%d", (int)pid, (int)col->st.tid);
-	for (int waited = 0; waited < FREE_MS && access(task, F_OK) == 0; waited++)
+	snprintf(task, sizeof task, "/proc/%d/task/%d", (int)pid, (int)col->tid);
+	for (int waited = 0; col->tid && waited < FREE_MS && access(task, F_OK) == 0; waited++)
 		sleep_ms(1);
 	return 0;
 }

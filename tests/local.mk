@@ -127,6 +127,7 @@ HP_SECCOMP_TESTS = \
 	tests/integration/test-state-seccomp-allowed.sh \
 	tests/integration/test-state-seccomp-denied.sh \
 	tests/integration/test-state-seccomp-membarrier.sh \
-	tests/integration/test-state-seccomp-strict.sh
+	tests/integration/test-state-seccomp-strict.sh \
+	tests/integration/test-state-pidns.sh
 TESTS += tests/unit/test-seccomp $(HP_SECCOMP_TESTS)
 EXTRA_DIST += $(HP_SECCOMP_TESTS)

@@ -99,7 +99,7 @@ enum hp_collector_phase {
 
 struct hp_collector_state {
 	uint32_t phase; /* enum hp_collector_phase */
-	int32_t tid;
+	int32_t tid;	/* its gettid(): in a PID namespace, that namespace's number */
 };
 
 typedef int (*hp_start_fn)(const struct hp_start_args *args);

@@ -204,7 +204,10 @@ hp_wait_asleep()
 
 # hp_start_target CMD... : starts a target with a FIFO on its stdin and waits for its
 # "ready"; sets TARGET_PID, TARGET_OUT, and TARGET_FD (write commands there, see hp_send).
+# HP_TARGET_WRAP, an array, is a command that runs CMD... as its only child and exits with
+# its status (unshare --fork): TARGET_PID is then that child, TARGET_WAIT the wrapper.
 hp_ntargets=0
+HP_TARGET_WRAP=()
 hp_start_target()
 {
 	local fifo
@@ -219,10 +222,17 @@ hp_start_target()
 	# close it.
 	exec {TARGET_FD}<>"$fifo"
 	TARGET_OUT=$hp_tmp/target$hp_ntargets.out
-	"$@" <"$fifo" >"$TARGET_OUT" 2>"$hp_tmp/target$hp_ntargets.err" {TARGET_FD}>&- &
+	"${HP_TARGET_WRAP[@]}" "$@" <"$fifo" >"$TARGET_OUT" 2>"$hp_tmp/target$hp_ntargets.err" \
+		{TARGET_FD}>&- &
 	TARGET_PID=$!
+	TARGET_WAIT=$TARGET_PID
 	hp_track "$TARGET_PID"
 	hp_wait_line "$TARGET_OUT" '^ready$' 10 || hp_fail "the target did not start: $*"
+	if [ ${#HP_TARGET_WRAP[@]} -gt 0 ]; then
+		TARGET_PID=$(pgrep -P "$TARGET_WAIT")
+		[ -n "$TARGET_PID" ] || hp_fail "no target under ${HP_TARGET_WRAP[*]}"
+		hp_track "$TARGET_PID"
+	fi
 }
 
 hp_send()
@@ -439,7 +449,7 @@ hp_stop_target()
 	local status
 
 	hp_send exit
-	hp_wait_exit "$TARGET_PID" 15
+	hp_wait_exit "$TARGET_WAIT" 15
 	status=$?
 	[ $status -eq 0 ] || hp_fail "the target exited $status (1 means it found corrupted memory)"
 	hp_ok "the target exited 0 (memory intact)"
