@@ -229,7 +229,8 @@ hp_start_target()
 	hp_track "$TARGET_PID"
 	hp_wait_line "$TARGET_OUT" '^ready$' 10 || hp_fail "the target did not start: $*"
 	if [ ${#HP_TARGET_WRAP[@]} -gt 0 ]; then
-		TARGET_PID=$(pgrep -P "$TARGET_WAIT")
+		TARGET_PID=$(cat /proc/"$TARGET_WAIT"/task/*/children 2>/dev/null)
+		TARGET_PID=${TARGET_PID%% *}
 		[ -n "$TARGET_PID" ] || hp_fail "no target under ${HP_TARGET_WRAP[*]}"
 		hp_track "$TARGET_PID"
 	fi
