@@ -18,6 +18,7 @@
 #include "inject/inject.h"
 #include "inject/slack.h"
 #include "inject/tramp.h"
+#include "target.h"
 
 /* Large enough for every xsave layout known (AMX makes it ~11 KiB); the kernel shortens
  * iov_len to the real size and we restore exactly that many bytes. */
@@ -295,17 +296,8 @@ int hp_process_alive(pid_t pid)
 
 static int tracer_of(pid_t pid, pid_t tid)
 {
-	char name[96], line[256];
-	snprintf(name, sizeof name, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	FILE *f = fopen(name, "re");
-	int tracer = 0;
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "TracerPid: %d", &tracer) == 1)
-			break;
-	fclose(f);
-	return tracer;
+	char v[32];
+	return hp_task_status_field(pid, tid, "TracerPid", v, sizeof v) == 0 ? atoi(v) : 0;
 }
 
 static int read_int_file(const char *path, int *v)

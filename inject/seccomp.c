@@ -359,17 +359,11 @@ int hp_seccomp_denied(const struct hp_bpf_prog *progs, size_t n, const char **na
 static struct hp_seccomp_status thread_status(pid_t pid, pid_t tid)
 {
 	struct hp_seccomp_status s = {-1, -1};
-	char name[96], line[256];
-	snprintf(name, sizeof name, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	FILE *f = fopen(name, "re");
-	if (!f)
-		return s;
-	while (fgets(line, sizeof line, f)) {
-		if (sscanf(line, "Seccomp: %d", &s.mode) == 1)
-			continue;
-		sscanf(line, "Seccomp_filters: %d", &s.filters);
-	}
-	fclose(f);
+	char v[32];
+	if (hp_task_status_field(pid, tid, "Seccomp", v, sizeof v) == 0)
+		s.mode = atoi(v);
+	if (hp_task_status_field(pid, tid, "Seccomp_filters", v, sizeof v) == 0)
+		s.filters = atoi(v);
 	return s;
 }
 

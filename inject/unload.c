@@ -21,6 +21,7 @@
 #include "inject/stubs.h"
 #include "inject/tramp.h"
 #include "inject/unwind.h"
+#include "target.h"
 
 /* Longer than a thread left in a dead heapprof's trampoline waits there. */
 #define QUIESCE_MS ((HP_TRAMP_WAIT_S + 1) * 1000)
@@ -152,25 +153,22 @@ struct collector {
 	pid_t tid; /* st.tid as this process numbers threads (host_tid), once parked */
 };
 
-/* The last id of a /proc status file's NSpid line (the id in the task's own PID
- * namespace), its count of ids in *depth; 0 without the line. */
-static pid_t innermost_id(const char *status, int *depth)
+/* The last id of the NSpid line of task tid of pid (of pid when tid is 0): the id in the
+ * task's own PID namespace; its count of ids in *depth. 0 without the line. */
+static pid_t innermost_id(pid_t pid, pid_t tid, int *depth)
 {
-	FILE *f = fopen(status, "re");
 	char line[256];
 	pid_t id = 0;
 	*depth = 0;
-	while (f && fgets(line, sizeof line, f))
-		if (strncmp(line, "NSpid:", 6) == 0)
-			for (char *p = line + 6, *end;; p = end) {
-				long v = strtol(p, &end, 10);
-				if (end == p)
-					break;
-				id = (pid_t)v;
-				(*depth)++;
-			}
-	if (f)
-		fclose(f);
+	if (hp_task_status_field(pid, tid, "NSpid", line, sizeof line) < 0)
+		return 0;
+	for (char *p = line, *end;; p = end) {
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		id = (pid_t)v;
+		(*depth)++;
+	}
 	return id;
 }
 
@@ -179,19 +177,15 @@ static pid_t innermost_id(const char *status, int *depth)
  * when no thread has it any more. */
 static pid_t host_tid(pid_t pid, pid_t inner)
 {
-	char path[64];
 	int depth;
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	innermost_id(path, &depth);
+	innermost_id(pid, 0, &depth);
 	if (depth <= 1)
 		return inner;
 	pid_t *tids, found = 0;
 	int n = hp_list_threads(pid, &tids);
-	for (int i = 0; i < n && !found; i++) {
-		snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tids[i]);
-		if (innermost_id(path, &depth) == inner)
+	for (int i = 0; i < n && !found; i++)
+		if (innermost_id(pid, tids[i], &depth) == inner)
 			found = tids[i];
-	}
 	if (n >= 0)
 		free(tids);
 	return found;

@@ -81,14 +81,15 @@ int hp_target_stopped(pid_t pid)
 	return read_stat(pid, &st) == 0 && (st.state == 'T' || st.state == 't');
 }
 
-/* The value after "Key:" in /proc/PID/status (the first line starting with key). */
-static int status_field(pid_t pid, const char *key, char *val, size_t len)
+int hp_task_status_field(pid_t pid, pid_t tid, const char *key, char *val, size_t len)
 {
-	char name[64], line[512];
-	if (pid)
+	char name[96], line[512];
+	if (!pid)
+		snprintf(name, sizeof name, "/proc/self/status");
+	else if (!tid)
 		snprintf(name, sizeof name, "/proc/%d/status", (int)pid);
 	else
-		snprintf(name, sizeof name, "/proc/self/status");
+		snprintf(name, sizeof name, "/proc/%d/task/%d/status", (int)pid, (int)tid);
 	FILE *f = fopen(name, "re");
 	if (!f)
 		return -1;
@@ -106,6 +107,11 @@ static int status_field(pid_t pid, const char *key, char *val, size_t len)
 	}
 	fclose(f);
 	return found;
+}
+
+static int status_field(pid_t pid, const char *key, char *val, size_t len)
+{
+	return hp_task_status_field(pid, 0, key, val, len);
 }
 
 /* The four ids (real, effective, saved, filesystem) of a Uid: or Gid: line. */

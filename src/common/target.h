@@ -33,6 +33,11 @@ int hp_target_alive(pid_t pid, unsigned long long start);
 /* 1 while pid is stopped (by a signal, or in a tracer's stop), else 0. */
 int hp_target_stopped(pid_t pid);
 
+/* 0 and the value after "Key:" (blanks before it skipped, the newline dropped) in val
+ * when the status file has a line for key, else -1: the status of task tid of pid, of
+ * pid itself when tid is 0, of this process when pid is 0. */
+int hp_task_status_field(pid_t pid, pid_t tid, const char *key, char *val, size_t len);
+
 /* 1 if /proc/PID/maps shows the payload, 0 if not, -1 if maps can't be read. */
 int hp_target_has_payload(pid_t pid);
 
