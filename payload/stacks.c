@@ -295,7 +295,7 @@ struct hp_stack_cache {
 	uint32_t buf_id, buf_gen;
 	unsigned buf_n;
 	/* Room for a delta's every added word past the stack's deepest. */
-	struct hp_unwind_word buf[HP_MAX_DEPTH + HP_UNWIND_ADDED];
+	struct hp_unwind_words buf;
 };
 
 size_t hp_stack_cache_size(void)
@@ -392,17 +392,18 @@ __attribute__((always_inline)) static inline uint32_t guess_by_delta(struct hp_s
 		return 0;
 	const struct delta *d = &st.delta[at];
 	if (d->gen != c->buf_gen || d->gen != hp_unwind_rel_gen_now() || d->keep > c->buf_n ||
-	    !hp_unwind_words_hold(c->buf, d->keep, d->join, d->off, d->ra, frame))
+	    !hp_unwind_words_hold(&c->buf, d->keep, d->join, d->off, d->ra, frame))
 		return 0;
 	/* Read d again rather than keep what the check read in registers across its loop,
 	 * which would make this leaf save five. */
 	__asm__("" ::: "memory");
 	/* All of them, the repeated ones past buf_n: no loop. */
 	_Static_assert(HP_UNWIND_ADDED == 2, "the added words, copied below");
-	struct hp_unwind_word *to = &c->buf[d->keep];
-	__asm__("" : "+r"(to)); /* one base for both: GCC made the second's anew */
-	to[0] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[0], d->ra[0]};
-	to[1] = (struct hp_unwind_word){frame + 8 * (uintptr_t)d->off[1], d->ra[1]};
+	unsigned k = d->keep;
+	c->buf.at[k] = frame + 8 * (uintptr_t)d->off[0];
+	c->buf.ra[k] = d->ra[0];
+	c->buf.at[k + 1] = frame + 8 * (uintptr_t)d->off[1];
+	c->buf.ra[k + 1] = d->ra[1];
 	c->buf_n = d->depth;
 	return c->buf_id = d->id;
 }
@@ -438,11 +439,12 @@ static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t i
 	d->gen = c->buf_gen;
 	d->keep = (uint8_t)keep;
 	d->depth = (uint8_t)depth;
-	d->join = (uint16_t)((c->buf[keep - 1].at - frame) / 8);
+	d->join = (uint16_t)((c->buf.at[keep - 1] - frame) / 8);
 	for (unsigned i = 0; i < HP_UNWIND_ADDED; i++) {
-		struct hp_unwind_word w = i < nnew ? hp_unwind_rel_word(chk, f, nnew - 1 - i, frame)
-					  : nnew   ? hp_unwind_rel_word(chk, f, 0, frame)
-						   : c->buf[keep - 1];
+		struct hp_unwind_word w =
+		    i < nnew ? hp_unwind_rel_word(chk, f, nnew - 1 - i, frame)
+		    : nnew   ? hp_unwind_rel_word(chk, f, 0, frame)
+			     : (struct hp_unwind_word){c->buf.at[keep - 1], c->buf.ra[keep - 1]};
 		d->off[i] = (uint16_t)((w.at - frame) / 8);
 		d->ra[i] = w.ra;
 	}
@@ -465,12 +467,12 @@ static void take_words(struct hp_stack_cache *c, uint32_t last, uint32_t id, con
 		while (keep < depth && keep < c->buf_n) {
 			struct hp_unwind_word w =
 			    hp_unwind_rel_word(chk, f, depth - 1 - keep, frame);
-			if (w.at != c->buf[keep].at || w.ra != c->buf[keep].ra)
+			if (w.at != c->buf.at[keep] || w.ra != c->buf.ra[keep])
 				break;
 			keep++;
 		}
 	for (unsigned i = keep; i < depth; i++)
-		c->buf[i] = hp_unwind_rel_word(chk, f, depth - 1 - i, frame);
+		hp_unwind_words_put(&c->buf, i, hp_unwind_rel_word(chk, f, depth - 1 - i, frame));
 	c->buf_n = depth;
 	c->buf_id = id;
 	c->buf_gen = gen;

@@ -35,6 +35,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <emmintrin.h>
+
+#include "hpformat.h"
+
 /* One frame of a walk: its CFA, the return address read at CFA-8, and rbp after the step
  * with the address it was read from (hp_step_bp_at; 0: rbp unchanged); in the flags
  * (HP_STEP_*), whether the step's rule read rbp (the CFA is rbp + N), whether rbp was
@@ -264,47 +268,72 @@ static inline struct hp_unwind_word hp_unwind_rel_word(const uint16_t *c, const 
 	return (struct hp_unwind_word){frame + 8 * (uintptr_t)c[HP_UNWIND_REL_HEAD + i], f[i]};
 }
 
+#define HP_UNWIND_ADDED 2
+
+/* A thread's copy of the words of the stack it checked last, outermost first, with room
+ * for a delta's added words past the deepest stack. Values and addresses in arrays of their
+ * own: two words are compared at a time, their values loaded into one register and xored
+ * with a 16-byte pair of ra[], where a word a time took a load of its value, an xor with
+ * memory and an or (binary-trees' node, some 22 words: 334.9 payload instructions to
+ * 314.3, and about a tenth more nodes a second). */
+#define HP_UNWIND_WORDS_MAX (HP_MAX_DEPTH + HP_UNWIND_ADDED)
+struct hp_unwind_words {
+	_Alignas(16) uint64_t ra[HP_UNWIND_WORDS_MAX];
+	uintptr_t at[HP_UNWIND_WORDS_MAX];
+};
+_Static_assert(HP_UNWIND_WORDS_MAX % 2 == 0, "ra[] in 16-byte pairs");
+
+static inline void hp_unwind_words_put(struct hp_unwind_words *w, unsigned i,
+				       struct hp_unwind_word x)
+{
+	w->at[i] = x.at;
+	w->ra[i] = x.ra;
+}
+
+/* The values of the words at at[0] and at[1], xored with ra[0] and ra[1] (16-byte
+ * aligned). */
+static inline __m128i hp_unwind_pair_diff(const uintptr_t *at, const uint64_t *ra)
+{
+	__m128i v = _mm_loadl_epi64((const __m128i *)at[0]);
+	v = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(v), (const double *)at[1]));
+	return _mm_xor_si128(v, _mm_load_si128((const __m128i *)ra));
+}
+
 /* 1 if a walk from frame now would take up to HP_UNWIND_ADDED steps, whose return
  * addresses ra[] are at offsets off[] from it (all below join), and then go on as the plain
- * walk whose words, outermost first, are w did from w[keep - 1] (keep >= 1), found at
+ * walk whose first keep words (keep >= 1) w holds did from its word keep - 1, found at
  * frame + 8 * join: every one of those words holds. Fewer steps are given by repeating a
  * word (the join's, if none), since comparing a word twice costs less than a loop.
- * The caller vouches that w are words of the calling thread's stack, found below its top
+ * The caller vouches that w's words are of the calling thread's stack, found below its top
  * by the check that took them (a thread's stack keeps its top: stacks.c keeps them per
- * thread record, whose pthread_t is that top): frame, tied to w[keep - 1] by join, is then
- * below them on the same stack, and every word read lies between frame and w[0], so none
- * can fault. Inline, with no bound of its own to look up, as a recursion's every node
- * asks it (stacks.c, the guess's deltas). Four words a test, as hp_unwind_rel_holds's. */
-#define HP_UNWIND_ADDED 2
-static inline uintptr_t hp_unwind_word_diff(const struct hp_unwind_word *w)
+ * thread record, whose pthread_t is that top): frame, tied to word keep - 1 by join, is
+ * then below them on the same stack, and every word read lies between frame and word 0,
+ * so none can fault. Inline, with no bound of its own to look up, as a recursion's every
+ * node asks it (stacks.c, the guess's deltas). One test at the end, as
+ * hp_unwind_rel_holds's. */
+static inline int hp_unwind_words_hold(const struct hp_unwind_words *w, unsigned keep,
+				       unsigned join, const uint16_t *off, const uint64_t *ra,
+				       uintptr_t frame)
 {
-	return *(const uintptr_t *)w->at ^ w->ra;
-}
-
-static inline uintptr_t hp_unwind_word_diff4(const struct hp_unwind_word *w)
-{
-	return hp_unwind_word_diff(w) | hp_unwind_word_diff(w + 1) | hp_unwind_word_diff(w + 2) |
-	       hp_unwind_word_diff(w + 3);
-}
-
-static inline int hp_unwind_words_hold(const struct hp_unwind_word *w, unsigned keep, unsigned join,
-				       const uint16_t *off, const uint64_t *ra, uintptr_t frame)
-{
-	if (w[keep - 1].at != frame + 8 * (uintptr_t)join)
+	if (w->at[keep - 1] != frame + 8 * (uintptr_t)join)
 		return 0;
 	_Static_assert(HP_UNWIND_ADDED == 2, "the added words, compared below");
 	uintptr_t diff = (*(const uintptr_t *)(frame + 8 * (uintptr_t)off[0]) ^ ra[0]) |
 			 (*(const uintptr_t *)(frame + 8 * (uintptr_t)off[1]) ^ ra[1]);
-	if (keep < 4) {
-		for (unsigned i = 0; i < keep; i++)
-			diff |= hp_unwind_word_diff(&w[i]);
-		return !diff;
+	if (keep & 1)
+		diff |= *(const uintptr_t *)w->at[keep - 1] ^ w->ra[keep - 1];
+	__m128i acc = _mm_cvtsi64_si128((long long)diff);
+	const uintptr_t *at = w->at;
+	const uint64_t *r = w->ra, *end = w->ra + (keep & ~1u);
+	if (keep & 2) {
+		acc = _mm_or_si128(acc, hp_unwind_pair_diff(at, r));
+		at += 2;
+		r += 2;
 	}
-	const struct hp_unwind_word *end = w + keep;
-	diff |= hp_unwind_word_diff4(w);
-	for (w += ((keep - 1) & 3) + 1; w < end; w += 4)
-		diff |= hp_unwind_word_diff4(w);
-	return !diff;
+	for (; r < end; at += 4, r += 4)
+		acc = _mm_or_si128(acc, _mm_or_si128(hp_unwind_pair_diff(at, r),
+						     hp_unwind_pair_diff(at + 2, r + 2)));
+	return !_mm_cvtsi128_si64(_mm_or_si128(acc, _mm_unpackhi_epi64(acc, acc)));
 }
 
 /* The walk from a given register state of the calling thread (pc exact, not a return

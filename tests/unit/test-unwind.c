@@ -725,12 +725,13 @@ static void test_words_hold(void **state)
 	enum { KEPT = 9, WORDS = 2 * KEPT + 8 };
 	uintptr_t s[WORDS] = {0};
 	uintptr_t frame = (uintptr_t)s;
-	struct hp_unwind_word w[KEPT];
+	static struct hp_unwind_words w;
 	/* Kept words outermost first, from s[2 * KEPT + 4] down to the join at s[6]. */
 	for (unsigned i = 0; i < KEPT; i++) {
 		unsigned at = 2 * (KEPT - 1 - i) + 6;
-		w[i] = (struct hp_unwind_word){(uintptr_t)&s[at], 0x401000 + 0x10 * i};
-		s[at] = w[i].ra;
+		hp_unwind_words_put(
+		    &w, i, (struct hp_unwind_word){(uintptr_t)&s[at], 0x401000 + 0x10 * i});
+		s[at] = w.ra[i];
 	}
 	const uint16_t off[HP_UNWIND_ADDED] = {4, 1};
 	const uint64_t ra[HP_UNWIND_ADDED] = {0x402000, 0x402010};
@@ -738,24 +739,29 @@ static void test_words_hold(void **state)
 	s[1] = ra[1];
 	for (unsigned keep = 1; keep <= KEPT; keep++) {
 		unsigned join = 2 * (KEPT - keep) + 6;
-		assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame), 1);
-		assert_int_equal(hp_unwind_words_hold(w, keep, join + 2, off, ra, frame), 0);
-		assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame + 4), 0);
+		/* The words past keep are not the stack's: none may be read. */
+		for (unsigned i = keep; i < KEPT; i++)
+			w.ra[i] ^= 0x40;
+		assert_int_equal(hp_unwind_words_hold(&w, keep, join, off, ra, frame), 1);
+		assert_int_equal(hp_unwind_words_hold(&w, keep, join + 2, off, ra, frame), 0);
+		assert_int_equal(hp_unwind_words_hold(&w, keep, join, off, ra, frame + 4), 0);
 		for (unsigned i = 0; i < keep; i++) {
-			*(uintptr_t *)w[i].at ^= 0x40;
-			assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame), 0);
-			*(uintptr_t *)w[i].at ^= 0x40;
+			*(uintptr_t *)w.at[i] ^= 0x40;
+			assert_int_equal(hp_unwind_words_hold(&w, keep, join, off, ra, frame), 0);
+			*(uintptr_t *)w.at[i] ^= 0x40;
 		}
 		for (unsigned i = 0; i < HP_UNWIND_ADDED; i++) {
 			s[off[i]] ^= 0x40;
-			assert_int_equal(hp_unwind_words_hold(w, keep, join, off, ra, frame), 0);
+			assert_int_equal(hp_unwind_words_hold(&w, keep, join, off, ra, frame), 0);
 			s[off[i]] ^= 0x40;
 		}
+		for (unsigned i = keep; i < KEPT; i++)
+			w.ra[i] ^= 0x40;
 	}
 	/* A word outside the kept ones changes nothing. */
 	s[5] = 0xdead;
-	assert_int_equal(hp_unwind_words_hold(w, KEPT, 6, off, ra, frame), 1);
-	assert_int_equal(hp_unwind_words_hold(w, KEPT, 6, off, ra, frame + 8), 0);
+	assert_int_equal(hp_unwind_words_hold(&w, KEPT, 6, off, ra, frame), 1);
+	assert_int_equal(hp_unwind_words_hold(&w, KEPT, 6, off, ra, frame + 8), 0);
 }
 
 /* Return addresses only, at every depth the checks' loop treats apart (under four, a
