@@ -359,11 +359,14 @@ int hp_seccomp_denied(const struct hp_bpf_prog *progs, size_t n, const char **na
 static struct hp_seccomp_status thread_status(pid_t pid, pid_t tid)
 {
 	struct hp_seccomp_status s = {-1, -1};
-	char v[32];
-	if (hp_task_status_field(pid, tid, "Seccomp", v, sizeof v) == 0)
-		s.mode = atoi(v);
-	if (hp_task_status_field(pid, tid, "Seccomp_filters", v, sizeof v) == 0)
-		s.filters = atoi(v);
+	static const char *const keys[] = {"Seccomp", "Seccomp_filters"};
+	char mode[32] = "", filters[32] = "";
+	char *const vals[] = {mode, filters};
+	if (hp_task_status_fields(pid, tid, 2, keys, vals, sizeof mode) < 1 || !*mode)
+		return s;
+	s.mode = atoi(mode);
+	if (*filters)
+		s.filters = atoi(filters);
 	return s;
 }
 

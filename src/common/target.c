@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,8 @@ int hp_target_stopped(pid_t pid)
 	return read_stat(pid, &st) == 0 && (st.state == 'T' || st.state == 't');
 }
 
-int hp_task_status_field(pid_t pid, pid_t tid, const char *key, char *val, size_t len)
+int hp_task_status_fields(pid_t pid, pid_t tid, unsigned n, const char *const *keys,
+			  char *const *vals, size_t len)
 {
 	char name[96], line[512];
 	if (!pid)
@@ -93,20 +95,28 @@ int hp_task_status_field(pid_t pid, pid_t tid, const char *key, char *val, size_
 	FILE *f = fopen(name, "re");
 	if (!f)
 		return -1;
-	size_t kl = strlen(key);
-	int found = -1;
-	while (fgets(line, sizeof line, f)) {
-		if (strncmp(line, key, kl) || line[kl] != ':')
-			continue;
-		char *v = line + kl + 1;
-		v += strspn(v, " \t");
-		v[strcspn(v, "\n")] = '\0';
-		snprintf(val, len, "%s", v);
-		found = 0;
-		break;
-	}
+	unsigned found = 0;
+	uint64_t seen = 0;
+	while (found < n && fgets(line, sizeof line, f))
+		for (unsigned i = 0; i < n; i++) {
+			size_t kl = strlen(keys[i]);
+			if ((seen >> i & 1) || strncmp(line, keys[i], kl) || line[kl] != ':')
+				continue;
+			char *v = line + kl + 1;
+			v += strspn(v, " \t");
+			v[strcspn(v, "\n")] = '\0';
+			snprintf(vals[i], len, "%s", v);
+			seen |= 1ull << i;
+			found++;
+			break;
+		}
 	fclose(f);
-	return found;
+	return (int)found;
+}
+
+int hp_task_status_field(pid_t pid, pid_t tid, const char *key, char *val, size_t len)
+{
+	return hp_task_status_fields(pid, tid, 1, &key, &val, len) == 1 ? 0 : -1;
 }
 
 static int status_field(pid_t pid, const char *key, char *val, size_t len)

@@ -38,6 +38,12 @@ int hp_target_stopped(pid_t pid);
  * pid itself when tid is 0, of this process when pid is 0. */
 int hp_task_status_field(pid_t pid, pid_t tid, const char *key, char *val, size_t len);
 
+/* The same for n keys (n <= 64) from one read of the file, so that a task's fields are
+ * of one moment (a thread that ends between two reads would have some and not others):
+ * vals[i] gets keys[i]'s value; the number of keys found, -1 if the file cannot be read. */
+int hp_task_status_fields(pid_t pid, pid_t tid, unsigned n, const char *const *keys,
+			  char *const *vals, size_t len);
+
 /* 1 if /proc/PID/maps shows the payload, 0 if not, -1 if maps can't be read. */
 int hp_target_has_payload(pid_t pid);
 

@@ -1,8 +1,11 @@
 /* test-seccomp: the classic-BPF evaluator of inject/seccomp.h against real filters, written
  * as the struct sock_filter arrays a program installs, and checked against the kernel's own
- * verdict for one of them. */
+ * verdict for one of them; and the read of a thread's Seccomp fields it relies on. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <linux/audit.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +21,7 @@
 #include <cmocka.h>
 
 #include "inject/seccomp.h"
+#include "target.h"
 
 #define PROG(a) ((struct hp_bpf_prog){(a), sizeof(a) / sizeof *(a)})
 #define LD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
@@ -349,6 +353,42 @@ static void test_action_names(void **state)
 	assert_string_equal(buf, "unknown action 0x10000: kill-process");
 }
 
+static void *gettid_thread(void *arg)
+{
+	*(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	return NULL;
+}
+
+/* A task's fields come from one read of its status file (seccomp.c reads a thread's mode
+ * and filter count together: read apart, a thread that ended in between had one and not
+ * the other, and stress cycles refused to attach). Keys found or not, in any order. */
+static void test_task_status(void **state)
+{
+	(void)state;
+	pid_t self = getpid(), tid = (pid_t)syscall(SYS_gettid);
+	static const char *const keys[] = {"Seccomp_filters", "Pid", "NoSuchKey", "Seccomp"};
+	char v[4][64] = {"", "", "untouched", ""};
+	char *const vals[] = {v[0], v[1], v[2], v[3]};
+	assert_int_equal(hp_task_status_fields(self, tid, 4, keys, vals, sizeof v[0]), 3);
+	assert_int_equal(atoi(v[1]), tid);
+	assert_string_equal(v[2], "untouched");
+	assert_int_equal(atoi(v[3]), 0);
+	assert_int_equal(atoi(v[0]), 0);
+	char one[64];
+	assert_int_equal(hp_task_status_field(self, 0, "Pid", one, sizeof one), 0);
+	assert_int_equal(atoi(one), self);
+	assert_int_equal(hp_task_status_field(0, 0, "NoSuchKey", one, sizeof one), -1);
+	/* A thread that has ended has no status to read. */
+	pthread_t th;
+	pid_t gone = 0;
+	assert_int_equal(pthread_create(&th, NULL, gettid_thread, &gone), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	for (int i = 0;
+	     i < 1000 && hp_task_status_fields(self, gone, 4, keys, vals, sizeof v[0]) >= 0; i++)
+		usleep(1000);
+	assert_int_equal(hp_task_status_fields(self, gone, 4, keys, vals, sizeof v[0]), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +398,7 @@ int main(void)
 	    cmocka_unit_test(test_precedence),	    cmocka_unit_test(test_args),
 	    cmocka_unit_test(test_instructions),    cmocka_unit_test(test_malformed),
 	    cmocka_unit_test(test_kernel_agrees),   cmocka_unit_test(test_action_names),
+	    cmocka_unit_test(test_task_status),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
