@@ -441,10 +441,9 @@ static void make_delta(const struct hp_stack_cache *c, uint32_t last, uint32_t i
 	d->depth = (uint8_t)depth;
 	d->join = (uint16_t)((c->buf.at[keep - 1] - frame) / 8);
 	for (unsigned i = 0; i < HP_UNWIND_ADDED; i++) {
-		struct hp_unwind_word w =
-		    i < nnew ? hp_unwind_rel_word(chk, f, nnew - 1 - i, frame)
-		    : nnew   ? hp_unwind_rel_word(chk, f, 0, frame)
-			     : (struct hp_unwind_word){c->buf.at[keep - 1], c->buf.ra[keep - 1]};
+		struct hp_unwind_word w = i < nnew ? hp_unwind_rel_word(chk, f, nnew - 1 - i, frame)
+					  : nnew   ? hp_unwind_rel_word(chk, f, 0, frame)
+						   : hp_unwind_words_get(&c->buf, keep - 1);
 		d->off[i] = (uint16_t)((w.at - frame) / 8);
 		d->ra[i] = w.ra;
 	}

@@ -290,6 +290,11 @@ static inline void hp_unwind_words_put(struct hp_unwind_words *w, unsigned i,
 	w->ra[i] = x.ra;
 }
 
+static inline struct hp_unwind_word hp_unwind_words_get(const struct hp_unwind_words *w, unsigned i)
+{
+	return (struct hp_unwind_word){w->at[i], w->ra[i]};
+}
+
 /* The values of the words at at[0] and at[1], xored with ra[0] and ra[1] (16-byte
  * aligned). */
 static inline __m128i hp_unwind_pair_diff(const uintptr_t *at, const uint64_t *ra)

@@ -119,16 +119,11 @@ int hp_task_status_field(pid_t pid, pid_t tid, const char *key, char *val, size_
 	return hp_task_status_fields(pid, tid, 1, &key, &val, len) == 1 ? 0 : -1;
 }
 
-static int status_field(pid_t pid, const char *key, char *val, size_t len)
-{
-	return hp_task_status_field(pid, 0, key, val, len);
-}
-
 /* The four ids (real, effective, saved, filesystem) of a Uid: or Gid: line. */
 static int status_ids(pid_t pid, const char *key, unsigned long ids[4])
 {
 	char v[128];
-	if (status_field(pid, key, v, sizeof v) < 0)
+	if (hp_task_status_field(pid, 0, key, v, sizeof v) < 0)
 		return -1;
 	return sscanf(v, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0 : -1;
 }
@@ -136,7 +131,7 @@ static int status_ids(pid_t pid, const char *key, unsigned long ids[4])
 static int have_cap_sys_ptrace(void)
 {
 	char v[64];
-	if (status_field(0, "CapEff", v, sizeof v) < 0)
+	if (hp_task_status_field(0, 0, "CapEff", v, sizeof v) < 0)
 		return 0;
 	unsigned long long caps = strtoull(v, NULL, 16);
 	return (caps >> CAP_SYS_PTRACE_BIT) & 1;
@@ -276,7 +271,7 @@ int hp_target_check_traceable(pid_t pid, struct hp_error *err)
 		return -1;
 	}
 	close(fd);
-	if (status_field(pid, "TracerPid", v, sizeof v) == 0 && atoi(v) > 0) {
+	if (hp_task_status_field(pid, 0, "TracerPid", v, sizeof v) == 0 && atoi(v) > 0) {
 		pid_t tracer = atoi(v);
 		char tcomm[32];
 		hp_target_comm(tracer, tcomm, sizeof tcomm);
