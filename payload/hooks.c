@@ -752,8 +752,17 @@ __attribute__((always_inline)) static inline int record_free_exact(struct hp_thr
 	if (!(w = dm_word_of(dm_chunk_near((uintptr_t)p), (uintptr_t)p)))
 		return 0;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
-	if ((e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) != DM_BLOCK)
-		return 0;
+	if ((e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) != DM_BLOCK) {
+		/* No block at all, and none in the table: the free of a block allocated before
+		 * attach or, once sampling, of one not sampled, most of every free after a
+		 * switch to sampling (--max-memory), which the general hook took with a frame,
+		 * its guard and a second look at the word. */
+		if (dm_is_block(e) || !p ||
+		    atomic_load_explicit(&hp_live_spilled, memory_order_relaxed))
+			return 0;
+		free_missed(t);
+		return 1;
+	}
 	/* A block whose size is in the next word gives a key no counter has (no inline key's
 	 * size is DM_SIZE_NEXT, and every other key has a bit the mask clears), so the lookup
 	 * below finds none and the general hook takes the free: the common free is spared a
@@ -829,33 +838,6 @@ __attribute__((noinline)) static void *calloc_rated(size_t a, size_t b)
 	return p;
 }
 
-/* Full mode's malloc and calloc: a thread whose allocations are recorded exactly
- * (hp.alloc_flip) records here; for any other the *_rated hook, a tail call that keeps
- * this frame's place for its own, takes the call. */
-static void *hk_malloc(size_t n)
-{
-	struct hp_thread *t = enter_if(&hp.alloc_flip);
-	if (!t)
-		return malloc_rated(n);
-	void *p = REAL(HK_MALLOC, void *(*)(size_t))(n);
-	if (p)
-		record_alloc_exact(t, p, n, HOOK_FRAME);
-	hp_thread_unguard(t);
-	return p;
-}
-
-static void *hk_calloc(size_t a, size_t b)
-{
-	struct hp_thread *t = enter_if(&hp.alloc_flip);
-	if (!t)
-		return calloc_rated(a, b);
-	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
-	if (p)
-		record_alloc_exact(t, p, a * b, HOOK_FRAME);
-	hp_thread_unguard(t);
-	return p;
-}
-
 /* Sampling from the start (the live map's filter on), nearly every allocation is one the
  * countdown passes over, and for those the hook needs only the thread's record, the
  * countdown and two counts: the general hook's other loads and its frame cost sampled mode
@@ -897,6 +879,37 @@ static void *hk_calloc_sampled(size_t a, size_t b)
 	if (!__builtin_mul_overflow(a, b, &n) && pass_over(n))
 		return REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
 	return calloc_rated(a, b);
+}
+
+/* Full mode's malloc and calloc: a thread whose allocations are recorded exactly
+ * (hp.alloc_flip) records here; any other goes the sampled hooks' way, which passes over
+ * what the countdown passes over and tail-calls the *_rated hook for the rest. After a
+ * switch to sampling (--max-memory) nearly every allocation is passed over, where the
+ * *_rated hook's frame, guard and counts had cost binary-trees' node as much as an exact
+ * one. A thread whose allocations are recorded exactly has no countdown running, so none
+ * of its calls is passed over there. */
+static void *hk_malloc(size_t n)
+{
+	struct hp_thread *t = enter_if(&hp.alloc_flip);
+	if (!t)
+		return hk_malloc_sampled(n);
+	void *p = REAL(HK_MALLOC, void *(*)(size_t))(n);
+	if (p)
+		record_alloc_exact(t, p, n, HOOK_FRAME);
+	hp_thread_unguard(t);
+	return p;
+}
+
+static void *hk_calloc(size_t a, size_t b)
+{
+	struct hp_thread *t = enter_if(&hp.alloc_flip);
+	if (!t)
+		return hk_calloc_sampled(a, b);
+	void *p = REAL(HK_CALLOC, void *(*)(size_t, size_t))(a, b);
+	if (p)
+		record_alloc_exact(t, p, a * b, HOOK_FRAME);
+	hp_thread_unguard(t);
+	return p;
 }
 
 /* Basic and extended mode keep no stacks and no live map, yet the general hooks paid for

@@ -506,11 +506,16 @@ static void test_bad_args(void **state)
 /* Sessions of the tests below: NW workers, made before the start, each run work(k) while
  * the payload records; a reader thread takes the stream into rd. */
 #define NW 2
-static pthread_barrier_t s_go, s_done;
+static pthread_barrier_t s_ready, s_go, s_done;
 static void (*s_work)(int k);
+/* What each worker does before the payload starts (session_before), or nothing. */
+static void (*s_before)(int k);
 
 static void *s_worker(void *arg)
 {
+	if (s_before)
+		s_before((int)(intptr_t)arg);
+	pthread_barrier_wait(&s_ready);
 	pthread_barrier_wait(&s_go);
 	s_work((int)(intptr_t)arg);
 	pthread_barrier_wait(&s_done);
@@ -536,7 +541,10 @@ static void *s_reader(void *arg)
 	return NULL;
 }
 
-static void session(const struct hp_start_args *a, void (*work)(int k))
+/* A session of the payload started with a, in which each of NW threads runs work(k), each
+ * having run before(k) (if not NULL) before the payload starts. */
+static void session_before(const struct hp_start_args *a, void (*before)(int k),
+			   void (*work)(int k))
 {
 	load();
 	uint8_t *rbuf = malloc(1u << 20);
@@ -544,12 +552,15 @@ static void session(const struct hp_start_args *a, void (*work)(int k))
 	memset(&rd, 0, sizeof rd);
 	rd.order_ok = 1;
 	s_work = work;
+	s_before = before;
+	pthread_barrier_init(&s_ready, NULL, NW + 1);
 	pthread_barrier_init(&s_go, NULL, NW + 2);
 	pthread_barrier_init(&s_done, NULL, NW + 1);
 	pthread_t th[NW], rt;
 	for (int i = 0; i < NW; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, s_worker, (void *)(intptr_t)i), 0);
 	assert_int_equal(pthread_create(&rt, NULL, s_reader, rbuf), 0);
+	pthread_barrier_wait(&s_ready);
 	rd.fd = start_fn(a);
 	assert_true(rd.fd >= 0);
 	pthread_barrier_wait(&s_go);
@@ -560,6 +571,7 @@ static void session(const struct hp_start_args *a, void (*work)(int k))
 	pthread_join(rt, NULL);
 	hp_reader_close(&rd.r);
 	close(rd.fd);
+	pthread_barrier_destroy(&s_ready);
 	pthread_barrier_destroy(&s_go);
 	pthread_barrier_destroy(&s_done);
 	assert_int_equal(dlclose(handle), 0);
@@ -568,6 +580,11 @@ static void session(const struct hp_start_args *a, void (*work)(int k))
 	assert_true(rd.last.flags & HP_ROUND_FINAL);
 	assert_true(rd.order_ok);
 	assert_false(rd.keyed_overflow);
+}
+
+static void session(const struct hp_start_args *a, void (*work)(int k))
+{
+	session_before(a, NULL, work);
 }
 
 /* The sum of the entries with this size key whose stack is in fn (any stack if NULL). */
@@ -1018,6 +1035,76 @@ static void test_max_memory(void **state)
 			free(mm[k][i]);
 }
 
+/* Under the least max_memory, the same blocks kept, then pairs of an allocation and its
+ * free, then the kept blocks freed: after the switch to sampling most frees are of blocks
+ * the live map never held (not sampled), which the free hooks count without the general
+ * path, and the table's shards without their locks when they are empty. Every free is
+ * still counted once, and so is every allocation, the passed-over ones included. */
+#define NP 200000
+static void work_max_memory_frees(int k)
+{
+	work_max_memory(k);
+	for (int i = 0; i < NP; i++) {
+		void *p = site_malloc(48);
+		__asm__ volatile("" ::"r"(p) : "memory");
+		free(p);
+	}
+	for (int i = 0; i < NM; i++)
+		free(mm[k][i]);
+}
+
+static void test_max_memory_frees(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.max_memory = HP_MIN_MAX_MEMORY;
+	session(&a, work_max_memory_frees);
+	print_message("frees %" PRIu64 ", untracked %" PRIu64 ", lost %" PRIu64 "\n", rd.last.frees,
+		      rd.last.untracked_frees, rd.last.lost);
+	assert_true(rd.last.flags & HP_ROUND_SAMPLED);
+	assert_int_equal(rd.last.lost, 0);
+	assert_int_equal(rd.last.allocs, NW * (NM + NP));
+	assert_int_equal(rd.last.alloc_bytes, NW * (NM * 32 + NP * 48));
+	assert_int_equal(rd.last.frees, NW * (NM + NP));
+	/* Every block was freed, the sampled ones in the live map's table too. */
+	uint64_t live = 0;
+	for (int id = 0; id < MAX_STACKS; id++)
+		live += rd.live[id].blocks;
+	assert_int_equal(live, 0);
+}
+
+/* Blocks allocated by each thread before the payload starts, freed in the session after a
+ * block of the session's own (which makes the direct map's chunk of their addresses): each
+ * such free finds no block in the map, is counted once as untracked and in no site, and
+ * the free hooks count it without the general path. */
+#define NU 50000
+static void *pre[NW][NU];
+
+static void before_untracked(int k)
+{
+	for (int i = 0; i < NU; i++)
+		pre[k][i] = malloc(32);
+}
+
+static void work_untracked(int k)
+{
+	void *own = site_malloc(32);
+	for (int i = 0; i < NU; i++)
+		free(pre[k][i]);
+	free(own);
+}
+
+static void test_untracked(void **state)
+{
+	(void)state;
+	session_before(&args, before_untracked, work_untracked);
+	assert_false(rd.last.flags & HP_ROUND_SAMPLED);
+	assert_int_equal(rd.last.allocs, NW);
+	assert_int_equal(rd.last.frees, NW);
+	assert_int_equal(rd.last.untracked_frees, NW * NU);
+	assert_int_equal(rd.last.lost, 0);
+}
+
 /* Under the least max_memory, a recursion of DEEP_NODES call paths, each allocating one
  * block kept to the end: the round that sends the stacks holds more than a buffer's first
  * 64 KiB, which go out as they fill (collector.c, sb_take), each stack still before the
@@ -1318,7 +1405,8 @@ int main(void)
 	    cmocka_unit_test(test_reader_gone),	   cmocka_unit_test(test_sizes_and_live),
 	    cmocka_unit_test(test_basic),	   cmocka_unit_test(test_extended),
 	    cmocka_unit_test(test_sampling),	   cmocka_unit_test(test_sampling_temporary),
-	    cmocka_unit_test(test_max_memory),	   cmocka_unit_test(test_max_memory_stacks),
+	    cmocka_unit_test(test_max_memory),	   cmocka_unit_test(test_max_memory_frees),
+	    cmocka_unit_test(test_untracked),	   cmocka_unit_test(test_max_memory_stacks),
 	    cmocka_unit_test(test_max_memory_cut), cmocka_unit_test(test_paths),
 	    cmocka_unit_test(test_address_limit),  cmocka_unit_test(test_many_sites),
 	    cmocka_unit_test(test_outer_trees),	   cmocka_unit_test(test_outer_trees_dlclose),
