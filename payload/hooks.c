@@ -753,9 +753,9 @@ __attribute__((always_inline)) static inline int record_free_exact(struct hp_thr
 		return 0;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	if ((e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) != DM_BLOCK) {
-		/* No block at all, and none in the table: the free of a block allocated before
-		 * attach or, once sampling, of one not sampled, most of every free after a
-		 * switch to sampling (--max-memory), which the general hook took with a frame,
+		/* No block in the direct map, and none ever spilled to the table: the free of a
+		 * block allocated before attach or, once sampling, of one not sampled (most
+		 * frees after a switch to sampling), which the general hook took with a frame,
 		 * its guard and a second look at the word. */
 		if (dm_is_block(e) || !p ||
 		    atomic_load_explicit(&hp_live_spilled, memory_order_relaxed))
