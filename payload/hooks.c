@@ -753,12 +753,13 @@ __attribute__((always_inline)) static inline int record_free_exact(struct hp_thr
 		return 0;
 	uint64_t e = atomic_load_explicit(w, memory_order_relaxed);
 	if ((e & (DM_BLOCK | DM_NEXT | DM_SAMPLED)) != DM_BLOCK) {
-		/* No block in the direct map, and none ever spilled to the table: the free of a
-		 * block allocated before attach or, once sampling, of one not sampled (most
-		 * frees after a switch to sampling), which the general hook took with a frame,
-		 * its guard and a second look at the word. */
+		/* No block in the direct map, and none in the table (none ever spilled there,
+		 * or its filter says so): the free of a block allocated before attach or, once
+		 * sampling, of one not sampled (most frees after a switch to sampling), which
+		 * the general hook took with a frame, its guard and a second look at the word. */
 		if (dm_is_block(e) || !p ||
-		    atomic_load_explicit(&hp_live_spilled, memory_order_relaxed))
+		    (atomic_load_explicit(&hp_live_spilled, memory_order_relaxed) &&
+		     !hp_live_unspilled((uintptr_t)p)))
 			return 0;
 		free_missed(t);
 		return 1;

@@ -139,7 +139,7 @@ static void dm_fini(void)
 	atomic_fetch_sub(&hp_mapped_bytes, atomic_exchange(&dm_bytes, 0));
 }
 
-_Atomic uint8_t *hp_live_filter;
+_Atomic uint8_t *hp_live_filter, *hp_live_spill_filter;
 
 int hp_live_init(int filtered, int reserve_free)
 {
@@ -150,7 +150,11 @@ int hp_live_init(int filtered, int reserve_free)
 		hp_dm_dir = hp_reserve(DM_CHUNKS * sizeof *hp_dm_dir);
 	if (filtered)
 		hp_live_filter = hp_map(HP_LIVE_FILTER_SLOTS);
-	return shards && (hp_live_filter || !filtered) ? 0 : -1;
+	/* Before any insert, so that the table has no entry it does not count. */
+	if (hp_dm_dir)
+		hp_live_spill_filter = hp_map(HP_LIVE_SPILL_SLOTS);
+	return shards && (hp_live_filter || !filtered) && (hp_live_spill_filter || !hp_dm_dir) ? 0
+											       : -1;
 }
 
 void hp_live_fini(void)
@@ -159,6 +163,9 @@ void hp_live_fini(void)
 	if (hp_live_filter)
 		hp_unmap((void *)hp_live_filter, HP_LIVE_FILTER_SLOTS);
 	hp_live_filter = NULL;
+	if (hp_live_spill_filter)
+		hp_unmap((void *)hp_live_spill_filter, HP_LIVE_SPILL_SLOTS);
+	hp_live_spill_filter = NULL;
 	if (!shards)
 		return;
 	for (unsigned i = 0; i < SHARDS; i++)
@@ -196,14 +203,25 @@ static inline struct shard *shard_of(uintptr_t addr)
 	return &shards[((addr >> REGION_SHIFT) * 0x9e3779b97f4a7c15ull) >> 56];
 }
 
-static void filter_step(uintptr_t addr, int up)
+/* One of the saturating counters of hp_live_filter or hp_live_spill_filter, up or down. */
+static void counter_step(_Atomic uint8_t *f, int up)
 {
-	_Atomic uint8_t *f = hp_live_filter_slot(addr);
 	uint8_t c = atomic_load_explicit(f, memory_order_relaxed);
 	while (c != 255 && (up || c) &&
 	       !atomic_compare_exchange_weak_explicit(f, &c, (uint8_t)(up ? c + 1 : c - 1),
 						      memory_order_relaxed, memory_order_relaxed))
 		;
+}
+
+static void filter_step(uintptr_t addr, int up)
+{
+	counter_step(hp_live_filter_slot(addr), up);
+}
+
+static void spill_step(uintptr_t addr, int up)
+{
+	if (hp_live_spill_filter)
+		counter_step(hp_live_counter(hp_live_spill_filter, HP_LIVE_SPILL_BITS, addr), up);
 }
 
 static void put(struct entry *e, uint32_t mask, const struct entry *x)
@@ -239,10 +257,13 @@ __attribute__((noinline)) static int table_insert(uintptr_t addr, struct hp_live
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);
 	int rc = 0;
+	/* Counted before the entry is there, and taken back below if it is not new. */
+	spill_step(addr, 1);
 	hp_spin_lock(&s->lock);
 	uint64_t n = atomic_load_explicit(&s->count, memory_order_relaxed);
 	if ((!s->e || (n + 1) * 4 > ((uint64_t)s->mask + 1) * 3) && grow(s) < 0) {
 		hp_spin_unlock(&s->lock);
+		spill_step(addr, 0);
 		return -1;
 	}
 	uint32_t i = (uint32_t)h & s->mask;
@@ -256,6 +277,8 @@ __attribute__((noinline)) static int table_insert(uintptr_t addr, struct hp_live
 	}
 	s->e[i] = (struct entry){.addr = addr, .v = v};
 	hp_spin_unlock(&s->lock);
+	if (rc)
+		spill_step(addr, 0);
 	return rc;
 }
 
@@ -326,6 +349,7 @@ int hp_live_table_remove(uintptr_t addr, struct hp_live_val *v)
 	atomic_store_explicit(&s->count, atomic_load_explicit(&s->count, memory_order_relaxed) - 1,
 			      memory_order_relaxed);
 	hp_spin_unlock(&s->lock);
+	spill_step(addr, 0);
 	if (hp_live_filter)
 		filter_step(addr, 0);
 	return 1;

@@ -17,9 +17,10 @@
  * max_memory short and then switches the session to sampling. From then on a block whose
  * page is refused goes to the table (hp_live_spilled), which may grow into that eighth:
  * sampled blocks are few, and a table entry costs less than the page. A free that misses
- * the direct map then looks in the table too. What is refused even so is dropped (the
- * caller counts it lost; its later free is then a miss). Nothing here calls out of the
- * payload while holding a lock but the mmap of a grow.
+ * the direct map then looks in the table too, unless the table's own filter of counters
+ * by address (hp_live_unspilled) rules the address out. What is refused even so is
+ * dropped (the caller counts it lost; its later free is then a miss). Nothing here calls
+ * out of the payload while holding a lock but the mmap of a grow.
  * When sampling from the start, most frees are of blocks never inserted: a filter of
  * saturating counters by address (hp_live_absent, one load) spares them the lookup. A
  * sampling switch mid-run leaves it off, since blocks are already in the map.
@@ -65,12 +66,16 @@ hp_live_insert(uintptr_t addr, struct hp_live_val v, struct hp_live_val *old)
 #define HP_LIVE_FILTER_SLOTS (1u << HP_LIVE_FILTER_BITS)
 extern _Atomic uint8_t *hp_live_filter __attribute__((visibility("hidden")));
 
-/* (addr >> 4) ^ (addr >> (4 + HP_LIVE_FILTER_BITS)), shifted once after the xor: a copy of
- * addr fewer, in every free of sampled mode. */
+/* The counter of addr among the 1 << bits at f: (addr >> 4) ^ (addr >> (4 + bits)),
+ * shifted once after the xor, a copy of addr fewer in every free of sampled mode. */
+static inline _Atomic uint8_t *hp_live_counter(_Atomic uint8_t *f, unsigned bits, uintptr_t addr)
+{
+	return &f[((addr ^ addr >> bits) >> 4) & ((1u << bits) - 1)];
+}
+
 static inline _Atomic uint8_t *hp_live_filter_slot(uintptr_t addr)
 {
-	return &hp_live_filter[((addr ^ addr >> HP_LIVE_FILTER_BITS) >> 4) &
-			       (HP_LIVE_FILTER_SLOTS - 1)];
+	return hp_live_counter(hp_live_filter, HP_LIVE_FILTER_BITS, addr);
 }
 
 /* 1 if addr is surely not in the map, the filter being on. A free can only follow its
@@ -85,6 +90,24 @@ static inline int hp_live_absent_on(uintptr_t addr)
 static inline int hp_live_absent(uintptr_t addr)
 {
 	return hp_live_filter && hp_live_absent_on(addr);
+}
+
+/* With the direct map on, the same counters for the addresses in the table only: after a
+ * switch to sampling whose pages were refused, most frees miss the direct map (blocks not
+ * sampled), and this says in one load that such a block is not in the table either.
+ * Blocks from addresses the direct map never covers count too. NULL when off. */
+#define HP_LIVE_SPILL_BITS 14
+#define HP_LIVE_SPILL_SLOTS (1u << HP_LIVE_SPILL_BITS)
+extern _Atomic uint8_t *hp_live_spill_filter __attribute__((visibility("hidden")));
+
+/* 1 if addr is surely not in the table (the program's ordering carries the count of its
+ * insert to the free, as for hp_live_absent_on). */
+static inline int hp_live_unspilled(uintptr_t addr)
+{
+	return hp_live_spill_filter &&
+	       !atomic_load_explicit(
+		   hp_live_counter(hp_live_spill_filter, HP_LIVE_SPILL_BITS, addr),
+		   memory_order_relaxed);
 }
 
 /* 1 = removed (*v is what it held); 0 = not there. The direct map's inline, the table's
