@@ -1038,8 +1038,9 @@ static void test_max_memory(void **state)
 /* Under the least max_memory, the same blocks kept, then pairs of an allocation and its
  * free, then the kept blocks freed: after the switch to sampling most frees are of blocks
  * the live map never held (not sampled), which the free hooks count without the general
- * path, and the table's shards without their locks when they are empty. Every free is
- * still counted once, and so is every allocation, the passed-over ones included. */
+ * path once the table's filter says they are not there either. Every free is still
+ * counted once, every allocation too (the passed-over ones included), and the sampled
+ * blocks that went to the table leave it. */
 #define NP 200000
 static void work_max_memory_frees(int k)
 {
