@@ -17,9 +17,7 @@ _Static_assert(sizeof(struct entry) == HP_LIVE_ENTRY_BYTES, "payload.h states it
 struct shard {
 	hp_spin lock;
 	uint32_t mask;
-	/* Written under the lock; read without it by a remove, which an empty shard spares
-	 * the lock (hp_live_table_remove). */
-	_Atomic uint64_t count;
+	uint64_t count;
 	struct entry *e;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct shard) == 64, "a shard is one line");
@@ -260,8 +258,7 @@ __attribute__((noinline)) static int table_insert(uintptr_t addr, struct hp_live
 	/* Counted before the entry is there, and taken back below if it is not new. */
 	spill_step(addr, 1);
 	hp_spin_lock(&s->lock);
-	uint64_t n = atomic_load_explicit(&s->count, memory_order_relaxed);
-	if ((!s->e || (n + 1) * 4 > ((uint64_t)s->mask + 1) * 3) && grow(s) < 0) {
+	if ((!s->e || (s->count + 1) * 4 > ((uint64_t)s->mask + 1) * 3) && grow(s) < 0) {
 		hp_spin_unlock(&s->lock);
 		spill_step(addr, 0);
 		return -1;
@@ -273,7 +270,7 @@ __attribute__((noinline)) static int table_insert(uintptr_t addr, struct hp_live
 		*old = s->e[i].v;
 		rc = 1;
 	} else {
-		atomic_store_explicit(&s->count, n + 1, memory_order_relaxed);
+		s->count++;
 	}
 	s->e[i] = (struct entry){.addr = addr, .v = v};
 	hp_spin_unlock(&s->lock);
@@ -313,12 +310,10 @@ int hp_live_table_remove(uintptr_t addr, struct hp_live_val *v)
 {
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(addr);
-	/* A block in the table was put there by its allocation, which the program's own
-	 * ordering puts before its free, with the count that says so: an empty shard holds
-	 * none of this free's. After a switch to sampling whose pages were refused, every
-	 * free the direct map misses (most of them: blocks not sampled) asks here, and took
-	 * its region's lock: binary-trees' frees spent a tenth of its time on it. */
-	if (!atomic_load_explicit(&s->count, memory_order_relaxed))
+	/* The table's filter (hp_live_unspilled) says so without the lock: after a switch to
+	 * sampling whose pages were refused, every free the direct map misses asked here and
+	 * took its region's lock (binary-trees' frees spent a tenth of its time on it). */
+	if (hp_live_unspilled(addr))
 		return 0;
 	hp_spin_lock(&s->lock);
 	if (!s->e) {
@@ -346,8 +341,7 @@ int hp_live_table_remove(uintptr_t addr, struct hp_live_val *v)
 		}
 	}
 	s->e[i] = (struct entry){0};
-	atomic_store_explicit(&s->count, atomic_load_explicit(&s->count, memory_order_relaxed) - 1,
-			      memory_order_relaxed);
+	s->count--;
 	hp_spin_unlock(&s->lock);
 	spill_step(addr, 0);
 	if (hp_live_filter)
