@@ -179,19 +179,15 @@ static uint64_t rate_now(void)
 	return atomic_load_explicit(&hp.rate, memory_order_relaxed);
 }
 
-/* A tracked block is gone: its site gets the free, weighted as its allocation was. A
- * sampled block stands for w frees: the w - 1 unsampled ones are counted (as misses) but
- * their bytes are not known, and (w - 1) * n estimates them. temp: it was the thread's
- * last allocation (hp_thread's last_alloc). */
+/* A tracked block is gone: its site gets the free, weighted as its allocation was (the
+ * round's totals under sampling are made from the sites, collector.c). temp: it was the
+ * thread's last allocation (hp_thread's last_alloc). */
 __attribute__((always_inline)) static inline void
 free_found_inline(struct hp_thread *t, const struct hp_live_val *v, int temp)
 {
 	uint64_t n = v->size & ~HP_LIVE_SAMPLED, w = HP_FX_ONE;
-	if (v->size & HP_LIVE_SAMPLED) {
+	if (v->size & HP_LIVE_SAMPLED)
 		w = hp_weight_fx(n, rate_now());
-		hp_own_add(&t->tot.excess, w - HP_FX_ONE);
-		hp_own_add(&t->tot.excess_bytes, (w - HP_FX_ONE) * n);
-	}
 	hp_own_add(&t->tot.frees, 1);
 	hp_own_add(&t->tot.freed_bytes, n);
 	hp_thread_add_free(t, hp_site_key(v->stack, hp_size_code(n)), w, n, temp ? w : 0);
@@ -204,8 +200,8 @@ static void free_found(struct hp_thread *t, const struct hp_live_val *v, int tem
 }
 
 /* A block not in the live map: under sampling most likely one that was not sampled, whose
- * bytes the sampled frees estimate (asking the allocator would cost every free a call);
- * else one allocated before attach. With the filter (sampling from the start) such a free
+ * bytes the round estimates (asking the allocator would cost every free a call); else one
+ * allocated before attach. With the filter (sampling from the start) such a free
  * is not counted at all, as in the free hooks' fast path (FREE_SKIPPED). */
 __attribute__((always_inline)) static inline void free_missed(struct hp_thread *t)
 {

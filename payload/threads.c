@@ -473,8 +473,6 @@ void hp_threads_drain(hp_site_fn fn, void *arg, struct hp_sum *sum)
 		sum->alloc_usable += LOAD(t->tot.alloc_usable);
 		sum->untracked += LOAD(t->tot.untracked);
 		sum->missed += LOAD(t->tot.missed);
-		sum->excess += LOAD(t->tot.excess);
-		sum->excess_bytes += LOAD(t->tot.excess_bytes);
 		sum->lost += LOAD(t->tot.lost);
 	}
 }

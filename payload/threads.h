@@ -122,8 +122,6 @@ struct hp_totals {
 	_Atomic uint64_t alloc_usable; /* basic/extended: usable bytes of the allocations */
 	_Atomic uint64_t untracked;    /* unsampled: frees of blocks not in the live map */
 	_Atomic uint64_t missed;       /* sampling: the same, counted in frees too */
-	_Atomic uint64_t excess;       /* sampling: sum of (weight - 1) of sampled frees, HP_FX */
-	_Atomic uint64_t excess_bytes; /* sampling: sum of (weight - 1) * size of those, HP_FX */
 	_Atomic uint64_t lost;	       /* events that could not be recorded */
 };
 
@@ -427,8 +425,7 @@ hp_thread_add_free(struct hp_thread *t, uint64_t key, uint64_t n, uint64_t size,
 
 /* Plain sums of every record's totals. */
 struct hp_sum {
-	uint64_t allocs, alloc_bytes, frees, freed_bytes, alloc_usable, untracked, missed, excess,
-	    excess_bytes, lost;
+	uint64_t allocs, alloc_bytes, frees, freed_bytes, alloc_usable, untracked, missed, lost;
 };
 
 typedef void (*hp_site_fn)(const struct hp_site_ctr *c, void *arg);

@@ -181,13 +181,15 @@ struct hp_live_site {
  * sampling. In basic and extended modes there is no live map: every free is counted, by
  * the allocator's usable size (malloc_usable_size) of the block, so live_bytes counts
  * usable bytes there and the SITES frees of extended mode go to the (0, HP_SIZE_NONE)
- * entry, since a free's requested size is unknown. Under sampling allocs and alloc_bytes
- * stay exact; a sampled block of n bytes and weight w freed stands for w frees of n bytes
- * (the w - 1 others are unsampled blocks). Sampling from the start (--sample-rate), a free
- * that misses the live map is not counted at all (skipping it is what keeps the mode
- * cheap), so frees and freed_bytes are the sampled frees' estimate and untracked_frees is
- * 0. After a switch to sampling (--max-memory), such a free is counted in frees, and
- * untracked_frees estimates those among them of blocks from before attach. */
+ * entry, since a free's requested size is unknown. In full mode live_blocks and
+ * live_bytes are what the sites hold, as the LIVE records count it. Under sampling allocs
+ * and alloc_bytes stay exact, a live sampled block of weight w stands for w live blocks
+ * (the others are unsampled), and frees and freed_bytes are what the live estimate leaves
+ * of the allocations. Sampling from the start (--sample-rate), a free that misses the
+ * live map is not counted at all (skipping it is what keeps the mode cheap), so
+ * untracked_frees is 0. After a switch to sampling (--max-memory) every free is counted,
+ * and those that the allocations do not account for are taken for frees of blocks from
+ * before attach: frees + untracked_frees is the count. */
 struct hp_round {
 	uint32_t seq;	  /* 1, 2, ... */
 	uint32_t flags;	  /* enum hp_round_flags */

@@ -5,9 +5,10 @@
 # --sample-rate 512 (full mode, sampled): each time the last round line printed by
 # --batch and heapprof-view overview --json count exactly the 4000 allocations of
 # 48 + index bytes, and the 2000 cross-thread frees exactly in basic and extended mode;
-# under sampling a free of an unsampled block is not seen, so the frees are the sampled
-# ones' estimate (about 190 of them, weight about 11: within 35%, five standard
-# deviations), the same in the round line and the profile; overview --json gives the rate
+# under sampling a free of an unsampled block is not seen, so the frees are estimated, as
+# the allocations (counted exactly) less the live blocks' estimate (about 190 sampled
+# blocks live, weight about 11: within 35%, five standard deviations), the same in the
+# round line and the profile; overview --json gives the rate
 # and round 1 as where sampling began (0 and null for the exact sessions), and the viewer's
 # report says the numbers are estimates. heapprof-detach exits 0, the target is left as
 # found and exits 0.

@@ -965,16 +965,15 @@ static void test_sampling(void **state)
 	assert_true(dist((double)s.allocs, truth) < truth * 0.1);
 	assert_true(dist((double)s.frees, truth) < truth * 0.1);
 	assert_true(dist((double)s.alloc_bytes, truth * 64) < truth * 64 * 0.1);
-	/* Unsampled frees are not counted, only estimated: the totals agree with the sites,
-	 * and no free is taken for one of a block from before attach. */
-	assert_true(dist((double)rd.last.frees, truth) < truth * 0.1);
-	assert_true(dist((double)rd.last.frees, (double)s.frees) < truth * 0.01);
-	assert_true(rd.last.live_blocks < truth * 0.1);
+	/* Unsampled frees are not counted: the round's frees are what the allocations,
+	 * counted exactly, leave of the live blocks' estimate from the sites (here none: every
+	 * sampled block was freed with its allocation's weight), and no free is taken for one
+	 * of a block from before attach. Bytes the same way. */
+	assert_int_equal(rd.last.live_blocks, 0);
+	assert_int_equal(rd.last.live_bytes, 0);
+	assert_int_equal(rd.last.frees, NW * NS);
+	assert_int_equal(rd.last.freed_bytes, NW * NS * 64);
 	assert_int_equal(rd.last.untracked_frees, 0);
-	/* The unsampled frees' bytes are the sampled ones' estimate. */
-	print_message("freed bytes estimate: %" PRIu64 " of %.0f\n", rd.last.freed_bytes,
-		      truth * 64);
-	assert_true(dist((double)rd.last.freed_bytes, truth * 64) < truth * 64 * 0.1);
 }
 
 /* Pairs whose first block is freed after the second is allocated: sampled or not, the
@@ -1104,6 +1103,58 @@ static void test_untracked(void **state)
 	assert_int_equal(rd.last.frees, NW);
 	assert_int_equal(rd.last.untracked_frees, NW * NU);
 	assert_int_equal(rd.last.lost, 0);
+}
+
+/* The totals of a session switched to sampling: blocks kept from before the switch (each
+ * thread's first, made before any thread can reach the cap), then blocks enough to reach
+ * it, pairs and blocks from before attach, all freed. Every free after the switch is
+ * counted, those of the blocks from before attach too, which allocs - frees would take
+ * from the live blocks (0 left of NW * NK); the sites count only what they were given,
+ * each sampled block with the weight of its allocation at its free, so the round says
+ * exactly what lives, bytes too, and which frees were of blocks from before attach. */
+#define NK 1000
+static void *kept[NW][NK];
+static pthread_barrier_t kept_made;
+
+static void work_max_memory_live(int k)
+{
+	for (int i = 0; i < NK; i++)
+		kept[k][i] = site_malloc(200);
+	pthread_barrier_wait(&kept_made);
+	work_max_memory_frees(k);
+	for (int i = 0; i < NU; i++)
+		free(pre[k][i]);
+}
+
+static void test_max_memory_live(void **state)
+{
+	(void)state;
+	struct hp_start_args a = args;
+	a.max_memory = HP_MIN_MAX_MEMORY;
+	pthread_barrier_init(&kept_made, NULL, NW);
+	session_before(&a, before_untracked, work_max_memory_live);
+	pthread_barrier_destroy(&kept_made);
+	print_message("live %" PRIu64 " blocks, %" PRIu64 " bytes; frees %" PRIu64
+		      ", untracked %" PRIu64 "\n",
+		      rd.last.live_blocks, rd.last.live_bytes, rd.last.frees,
+		      rd.last.untracked_frees);
+	assert_true(rd.last.flags & HP_ROUND_SAMPLED);
+	assert_int_equal(rd.last.lost, 0);
+	assert_int_equal(rd.last.allocs, NW * (NK + NM + NP));
+	assert_int_equal(rd.last.live_blocks, NW * NK);
+	assert_int_equal(rd.last.live_bytes, NW * NK * 200);
+	/* What the allocations account for are the session's frees; the rest of those
+	 * counted were of blocks from before attach. */
+	assert_int_equal(rd.last.frees, NW * (NM + NP));
+	assert_int_equal(rd.last.freed_bytes, NW * (NM * 32 + NP * 48));
+	assert_int_equal(rd.last.untracked_frees, NW * NU);
+	uint64_t live = 0;
+	for (int id = 0; id < MAX_STACKS; id++)
+		live += rd.live[id].blocks;
+	assert_int_equal(live, NW * NK);
+	for (int k = 0; k < NW; k++)
+		for (int i = 0; i < NK; i++)
+			free(kept[k][i]);
 }
 
 /* Under the least max_memory, a recursion of DEEP_NODES call paths, each allocating one
@@ -1402,15 +1453,25 @@ static void test_outer_trees_dlclose(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_args),	   cmocka_unit_test(test_end_to_end),
-	    cmocka_unit_test(test_reader_gone),	   cmocka_unit_test(test_sizes_and_live),
-	    cmocka_unit_test(test_basic),	   cmocka_unit_test(test_extended),
-	    cmocka_unit_test(test_sampling),	   cmocka_unit_test(test_sampling_temporary),
-	    cmocka_unit_test(test_max_memory),	   cmocka_unit_test(test_max_memory_frees),
-	    cmocka_unit_test(test_untracked),	   cmocka_unit_test(test_max_memory_stacks),
-	    cmocka_unit_test(test_max_memory_cut), cmocka_unit_test(test_paths),
-	    cmocka_unit_test(test_address_limit),  cmocka_unit_test(test_many_sites),
-	    cmocka_unit_test(test_outer_trees),	   cmocka_unit_test(test_outer_trees_dlclose),
+	    cmocka_unit_test(test_bad_args),
+	    cmocka_unit_test(test_end_to_end),
+	    cmocka_unit_test(test_reader_gone),
+	    cmocka_unit_test(test_sizes_and_live),
+	    cmocka_unit_test(test_basic),
+	    cmocka_unit_test(test_extended),
+	    cmocka_unit_test(test_sampling),
+	    cmocka_unit_test(test_sampling_temporary),
+	    cmocka_unit_test(test_max_memory),
+	    cmocka_unit_test(test_max_memory_frees),
+	    cmocka_unit_test(test_untracked),
+	    cmocka_unit_test(test_max_memory_live),
+	    cmocka_unit_test(test_max_memory_stacks),
+	    cmocka_unit_test(test_max_memory_cut),
+	    cmocka_unit_test(test_paths),
+	    cmocka_unit_test(test_address_limit),
+	    cmocka_unit_test(test_many_sites),
+	    cmocka_unit_test(test_outer_trees),
+	    cmocka_unit_test(test_outer_trees_dlclose),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
