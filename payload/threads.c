@@ -277,7 +277,7 @@ site_slot(const struct hp_site_tab *t, uint64_t key)
 }
 
 /* A table of fewer than SITE_TAB_SPARSE slots grows at half full, a larger one at three
- * quarters. An event whose counter is not at its key's home slot is added out of line,
+ * quarters. An event whose counter is not near its key's home slot is added out of line,
  * after a probe (hp_thread_add_other): at three quarters full, redis-server's site table
  * sent 0.61 adds a request there, at half full 0.08, about 75 instructions a request
  * fewer. The room costs a small table at most 64 KiB more; a large one is a program of
